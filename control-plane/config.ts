@@ -1,0 +1,160 @@
+/**
+ * Configuration, read from the environment and validated once at start-up (CONTRACT.md "Running it").
+ * Every problem is reported at once, with the variable's name, before anything listens.
+ */
+import path from 'node:path';
+
+export interface Limits {
+  /** statement deadline; past it the statement is cancelled at the database (504 query_timeout) */
+  readonly queryTimeoutMs: number;
+  /** rows per response; beyond it the response is truncated */
+  readonly maxRows: number;
+  /** bytes of serialized rows per response; beyond it the response is truncated */
+  readonly maxResultBytes: number;
+  /** request body limit in bytes (413 beyond) */
+  readonly bodyLimitBytes: number;
+}
+
+export interface Config {
+  readonly host: string;
+  readonly port: number;
+  readonly tunnelPort: number;
+  readonly dataDir: string;
+  /** control-plane state in an external PostgreSQL instead of the embedded PGlite */
+  readonly databaseUrl: string | undefined;
+  /** demo datasets in an external PostgreSQL instead of embedded PGlite workers */
+  readonly demoDatabaseUrl: string | undefined;
+  /** base URL written into responses; derived from host/port when unset */
+  readonly publicUrl: string;
+  readonly tunnelPublicUrl: string;
+  readonly dashboardUrl: string;
+  /** 32-byte key for credential encryption; generated into the data dir when absent */
+  readonly masterKey: string | undefined;
+  readonly webhookRetryDelaysMs: readonly number[];
+  readonly webhookAllowPrivate: boolean;
+  readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /** number of embedded demo-engine workers kept warm (each holds its own copy of the demo data) */
+  readonly demoWorkers: number;
+  readonly limits: Limits;
+}
+
+export class ConfigError extends Error {
+  readonly code = 'CONFIG_ERR_INVALID';
+  readonly problems: readonly string[];
+  constructor(problems: readonly string[]) {
+    super(`invalid configuration:\n  - ${problems.join('\n  - ')}`);
+    this.name = 'ConfigError';
+    this.problems = problems;
+  }
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+/** Parse `30s`, `2m`, `150ms`, `1h`, or a bare number of milliseconds. Returns NaN when malformed. */
+export function parseDuration(text: string): number {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$/.exec(text);
+  if (!m || m[1] === undefined) return Number.NaN;
+  const n = Number(m[1]);
+  const unit = m[2] ?? 'ms';
+  const factor = unit === 'ms' ? 1 : unit === 's' ? 1000 : unit === 'm' ? 60_000 : 3_600_000;
+  return Math.round(n * factor);
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+export function loadConfig(env: Env = process.env, cwd: string = process.cwd()): Config {
+  const problems: string[] = [];
+
+  const str = (name: string): string | undefined => {
+    const v = env[name];
+    return v === undefined || v.trim() === '' ? undefined : v.trim();
+  };
+  const int = (name: string, dflt: number, min: number, max: number): number => {
+    const v = str(name);
+    if (v === undefined) return dflt;
+    if (!/^\d+$/.test(v)) {
+      problems.push(`${name} must be a whole number, got ${JSON.stringify(v)}`);
+      return dflt;
+    }
+    const n = Number(v);
+    if (n < min || n > max) problems.push(`${name} must be between ${min} and ${max}, got ${n}`);
+    return n;
+  };
+  const url = (name: string, protocols: readonly string[]): string | undefined => {
+    const v = str(name);
+    if (v === undefined) return undefined;
+    try {
+      const u = new URL(v);
+      if (!protocols.includes(u.protocol)) {
+        problems.push(`${name} must use ${protocols.join(' or ')}, got ${u.protocol}`);
+      }
+    } catch {
+      problems.push(`${name} is not a valid URL`);
+    }
+    return v;
+  };
+
+  const host = str('HOST') ?? '127.0.0.1';
+  const port = int('PORT', 8080, 0, 65535);
+  const tunnelPort = int('SVC_TUNNEL_PORT', 8443, 0, 65535);
+  const dataDir = path.resolve(cwd, str('SVC_DATA_DIR') ?? '.svc-data');
+  const databaseUrl = url('DATABASE_URL', ['postgres:', 'postgresql:']);
+  const demoDatabaseUrl = url('SVC_DEMO_DATABASE_URL', ['postgres:', 'postgresql:']);
+  const hostForUrl = host.includes(':') ? `[${host}]` : host;
+  const publicUrl = (url('SVC_PUBLIC_URL', ['http:', 'https:']) ?? `http://${hostForUrl}:${port}`).replace(/\/+$/, '');
+  const tunnelPublicUrl = url('SVC_TUNNEL_PUBLIC_URL', ['wss:']) ?? `wss://${hostForUrl}:${tunnelPort}`;
+  const dashboardUrl = (url('SVC_DASHBOARD_URL', ['http:', 'https:']) ?? 'https://dashboard.svc.example').replace(/\/+$/, '');
+
+  const masterKey = str('SVC_MASTER_KEY');
+  if (masterKey !== undefined && !isValidMasterKey(masterKey)) {
+    problems.push('SVC_MASTER_KEY must be 32 bytes as 64 hex characters or base64/base64url');
+  }
+
+  const delaysText = str('SVC_WEBHOOK_RETRY_DELAYS') ?? '30s,2m,10m,30m';
+  const webhookRetryDelaysMs = delaysText.split(',').map((d) => parseDuration(d));
+  if (webhookRetryDelaysMs.some((d) => !Number.isFinite(d) || d <= 0) || webhookRetryDelaysMs.length > 10) {
+    problems.push(`SVC_WEBHOOK_RETRY_DELAYS must be a comma list of up to 10 durations like 30s,2m,10m,30m, got ${JSON.stringify(delaysText)}`);
+  }
+
+  const allowPrivate = str('SVC_WEBHOOK_ALLOW_PRIVATE');
+  if (allowPrivate !== undefined && !['0', '1', 'true', 'false'].includes(allowPrivate)) {
+    problems.push('SVC_WEBHOOK_ALLOW_PRIVATE must be 1 or 0');
+  }
+
+  const logLevelText = str('LOG_LEVEL') ?? 'info';
+  const logLevel = (LOG_LEVELS as readonly string[]).includes(logLevelText) ? (logLevelText as Config['logLevel']) : 'info';
+  if (logLevel !== logLevelText) problems.push(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`);
+
+  const limits: Limits = {
+    queryTimeoutMs: int('SVC_QUERY_TIMEOUT_MS', 10_000, 100, 600_000),
+    maxRows: int('SVC_MAX_ROWS', 10_000, 1, 1_000_000),
+    maxResultBytes: int('SVC_MAX_RESULT_BYTES', 10_000_000, 1_000, 100_000_000),
+    bodyLimitBytes: int('SVC_BODY_LIMIT_BYTES', 1_048_576, 1_024, 16_777_216),
+  };
+  const demoWorkers = int('SVC_DEMO_WORKERS', 2, 1, 16);
+
+  if (problems.length > 0) throw new ConfigError(problems);
+  return {
+    host,
+    port,
+    tunnelPort,
+    dataDir,
+    databaseUrl,
+    demoDatabaseUrl,
+    publicUrl,
+    tunnelPublicUrl,
+    dashboardUrl,
+    masterKey,
+    webhookRetryDelaysMs,
+    webhookAllowPrivate: allowPrivate === '1' || allowPrivate === 'true',
+    logLevel,
+    demoWorkers,
+    limits,
+  };
+}
+
+export function isValidMasterKey(text: string): boolean {
+  if (/^[0-9a-fA-F]{64}$/.test(text)) return true;
+  const b = Buffer.from(text, text.includes('-') || text.includes('_') ? 'base64url' : 'base64');
+  return b.length === 32;
+}

@@ -1,0 +1,155 @@
+/**
+ * An embedded PostgreSQL (PGlite) running in its own worker thread. Requests are sent one at a
+ * time (PGlite is a single session); `exclusive()` holds the engine for a sequence of requests
+ * (a transaction). `terminate()` kills the thread at once — the only way to stop a runaway
+ * statement in PGlite, which has no working statement_timeout.
+ */
+import { Worker } from 'node:worker_threads';
+import type { QueryResult, ReadQueryResult, ReadQuerySpec, Request, Response, WorkerErrorInfo } from './messages.js';
+
+export type { ColumnInfo, ReadQueryResult, ReadQuerySpec, Row } from './messages.js';
+export { RowCollector, uniqueColumnNames } from './result-rows.js';
+export { toJsonValue } from './json-values.js';
+
+type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void };
+
+/** An error raised by the embedded database (SQLSTATE in `sqlState`) or by its thread dying. */
+export class EmbeddedError extends Error {
+  readonly code: 'EMBEDDED_ERR_SQL' | 'EMBEDDED_ERR_TERMINATED';
+  readonly sqlState: string | undefined;
+  readonly position: number | undefined;
+  constructor(code: EmbeddedError['code'], info: WorkerErrorInfo) {
+    super(info.message);
+    this.name = 'EmbeddedError';
+    this.code = code;
+    this.sqlState = info.code;
+    this.position = info.position;
+  }
+}
+
+function workerUrl(): URL {
+  // Running from TypeScript sources (tests) the sibling is worker.ts; compiled, worker.js.
+  const ext = import.meta.url.endsWith('.ts') ? 'ts' : 'js';
+  return new URL(`./worker.${ext}`, import.meta.url);
+}
+
+type RequestBody = Request extends infer R ? (R extends { id: number } ? Omit<R, 'id'> : never) : never;
+
+export interface EmbeddedOptions {
+  /** persistent data directory; omitted means in memory */
+  readonly dataDir?: string;
+  /** a gzip tarball from `dump()` to start from */
+  readonly loadDataDir?: Uint8Array;
+}
+
+export class EmbeddedPostgres {
+  private readonly worker: Worker;
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+  private lock: Promise<void> = Promise.resolve();
+  private dead: Error | undefined;
+
+  private constructor() {
+    this.worker = new Worker(workerUrl());
+    this.worker.on('message', (msg: Response) => {
+      const p = this.pending.get(msg.id);
+      if (!p) return;
+      this.pending.delete(msg.id);
+      if (msg.ok) p.resolve(msg.result);
+      else p.reject(new EmbeddedError('EMBEDDED_ERR_SQL', msg.error));
+    });
+    const die = (err: Error): void => {
+      this.dead ??= err;
+      for (const p of this.pending.values()) p.reject(new EmbeddedError('EMBEDDED_ERR_TERMINATED', { message: this.dead.message }));
+      this.pending.clear();
+    };
+    this.worker.on('error', die);
+    this.worker.on('exit', (code) => die(new Error(`embedded engine thread exited (${code})`)));
+  }
+
+  static async start(options: EmbeddedOptions = {}): Promise<EmbeddedPostgres> {
+    const engine = new EmbeddedPostgres();
+    const init: RequestBody = { op: 'init' } as RequestBody;
+    const msg = { ...init, ...(options.dataDir ? { dataDir: options.dataDir } : {}), ...(options.loadDataDir ? { loadDataDir: options.loadDataDir } : {}) };
+    try {
+      await engine.send(msg as RequestBody);
+    } catch (err) {
+      await engine.terminate();
+      throw err;
+    }
+    return engine;
+  }
+
+  get alive(): boolean {
+    return this.dead === undefined;
+  }
+
+  private send(body: RequestBody): Promise<unknown> {
+    if (this.dead) return Promise.reject(new EmbeddedError('EMBEDDED_ERR_TERMINATED', { message: this.dead.message }));
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.worker.postMessage({ ...body, id });
+    });
+  }
+
+  /** Run `fn` with the engine to itself; requests made inside go straight through. */
+  async exclusive<T>(fn: (engine: EngineSession) => Promise<T>): Promise<T> {
+    const previous = this.lock;
+    let release!: () => void;
+    this.lock = new Promise<void>((r) => (release = r));
+    await previous;
+    try {
+      return await fn(this.session);
+    } finally {
+      release();
+    }
+  }
+
+  private readonly session: EngineSession = {
+    query: async (sql, params = []) => ((await this.send({ op: 'query', sql, params })) as QueryResult).rows,
+    exec: async (sql) => {
+      await this.send({ op: 'exec', sql });
+    },
+    read: async (spec) => (await this.send({ op: 'read', spec })) as ReadQueryResult,
+  };
+
+  query(sql: string, params: readonly unknown[] = []): Promise<Record<string, unknown>[]> {
+    return this.exclusive((s) => s.query(sql, params));
+  }
+
+  exec(sql: string): Promise<void> {
+    return this.exclusive((s) => s.exec(sql));
+  }
+
+  read(spec: ReadQuerySpec): Promise<ReadQueryResult> {
+    return this.exclusive((s) => s.read(spec));
+  }
+
+  /** A gzip tarball of the whole data directory (see `loadDataDir`). */
+  dump(): Promise<Uint8Array> {
+    return this.exclusive(() => this.send({ op: 'dump' }) as Promise<Uint8Array>);
+  }
+
+  /** Close the database cleanly, then end the thread. */
+  async close(): Promise<void> {
+    if (this.dead) return;
+    try {
+      await this.exclusive(() => this.send({ op: 'close' }));
+    } finally {
+      await this.terminate();
+    }
+  }
+
+  /** End the thread at once, abandoning whatever runs there. */
+  async terminate(): Promise<void> {
+    this.dead ??= new Error('embedded engine terminated');
+    await this.worker.terminate();
+  }
+}
+
+export interface EngineSession {
+  query(sql: string, params?: readonly unknown[]): Promise<Record<string, unknown>[]>;
+  exec(sql: string): Promise<void>;
+  read(spec: ReadQuerySpec): Promise<ReadQueryResult>;
+}

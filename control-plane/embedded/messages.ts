@@ -1,0 +1,53 @@
+/** Messages between the event-loop thread and an embedded PostgreSQL (PGlite) worker thread. */
+
+export type Row = Record<string, unknown>;
+
+export interface ColumnInfo {
+  /** the name the rows are keyed by (duplicates in a result get `_2`, `_3` … suffixes) */
+  readonly name: string;
+  /** PostgreSQL type OID */
+  readonly type_oid: number;
+}
+
+export interface ReadQuerySpec {
+  /** statements run first inside the read-only transaction (SET LOCAL …, set_config(…)); trusted */
+  readonly preamble: readonly string[];
+  /** the (already checked and rewritten) read statement */
+  readonly sql: string;
+  readonly maxRows: number;
+  readonly maxBytes: number;
+  /** EXPLAIN cannot run through a cursor */
+  readonly direct: boolean;
+}
+
+export interface ReadQueryResult {
+  readonly columns: readonly ColumnInfo[];
+  /** rows keyed by column name, values already JSON-safe */
+  readonly rows: readonly Row[];
+  readonly truncated: boolean;
+  /** byte length (UTF-8) of JSON.stringify(rows), exactly what the agent receives */
+  readonly bytes: number;
+}
+
+export interface QueryResult {
+  readonly rows: Row[];
+}
+
+export type Request =
+  | { readonly id: number; readonly op: 'init'; readonly dataDir?: string; readonly loadDataDir?: Uint8Array }
+  | { readonly id: number; readonly op: 'query'; readonly sql: string; readonly params: readonly unknown[] }
+  | { readonly id: number; readonly op: 'exec'; readonly sql: string }
+  | { readonly id: number; readonly op: 'read'; readonly spec: ReadQuerySpec }
+  | { readonly id: number; readonly op: 'dump' }
+  | { readonly id: number; readonly op: 'close' };
+
+export interface WorkerErrorInfo {
+  readonly message: string;
+  /** SQLSTATE when the database raised it */
+  readonly code?: string;
+  readonly position?: number;
+}
+
+export type Response =
+  | { readonly id: number; readonly ok: true; readonly result: unknown }
+  | { readonly id: number; readonly ok: false; readonly error: WorkerErrorInfo };
