@@ -18,19 +18,49 @@ export const SPAN_START_MS = Date.UTC(2023, 0, 1);
 /** End of the demo data (exclusive): 2026-01-01T00:00:00Z. Every time value is strictly before it. */
 export const SPAN_END_MS = Date.UTC(2026, 0, 1);
 
-/** ISO 8601 timestamp in UTC, e.g. `2024-02-03T10:15:00.000Z` (for timestamptz columns). */
+const dayStrings = new Map<number, string>();
+const TWO_DIGITS = Array.from({ length: 60 }, (_, i) => String(i).padStart(2, '0'));
+
+/** `YYYY-MM-DD` of a day number (days since 1970-01-01), memoized: formatting dominates generation time. */
+function dayString(day: number): string {
+  let s = dayStrings.get(day);
+  if (s === undefined) {
+    s = new Date(day * DAY).toISOString().slice(0, 10);
+    dayStrings.set(day, s);
+  }
+  return s;
+}
+
+/**
+ * ISO 8601 timestamp in UTC, e.g. `2024-02-03T10:15:00.000Z` (for timestamptz columns).
+ * Same output as `new Date(ms).toISOString()` for years 0000-9999, several times faster.
+ */
 export function iso(ms: number): string {
-  return new Date(ms).toISOString();
+  const t = Math.trunc(ms);
+  const day = Math.floor(t / DAY);
+  let rem = t - day * DAY;
+  const h = Math.floor(rem / HOUR);
+  rem -= h * HOUR;
+  const m = Math.floor(rem / MINUTE);
+  rem -= m * MINUTE;
+  const sec = Math.floor(rem / 1000);
+  const milli = rem - sec * 1000;
+  return `${dayString(day)}T${TWO_DIGITS[h] ?? ''}:${TWO_DIGITS[m] ?? ''}:${TWO_DIGITS[sec] ?? ''}.${milli < 10 ? '00' : milli < 100 ? '0' : ''}${milli}Z`;
 }
 
 /** ISO calendar date in UTC, e.g. `2024-02-03` (for date columns). */
 export function isoDate(ms: number): string {
-  return new Date(ms).toISOString().slice(0, 10);
+  return dayString(Math.floor(Math.trunc(ms) / DAY));
 }
 
 /** Midnight UTC of the day containing `ms`. */
 export function startOfDay(ms: number): number {
   return Math.floor(ms / DAY) * DAY;
+}
+
+/** Day of the week in UTC, 0 = Sunday .. 6 = Saturday (like Date#getUTCDay). */
+export function dayOfWeek(ms: number): number {
+  return (((Math.floor(ms / DAY) + 4) % 7) + 7) % 7;
 }
 
 /** Round to cents (at most 2 decimals in the shortest decimal representation). */
@@ -200,6 +230,12 @@ const COMPANY_SUFFIXES = [
 
 const LEGAL_FORMS = ['Inc.', 'LLC', 'Corp.', 'Ltd.', 'Group', 'Co.'] as const;
 
+/** Hour-of-day weights for business activity. */
+const BUSINESS_HOURS: readonly (readonly [number, number])[] = [
+  [7, 2], [8, 6], [9, 9], [10, 10], [11, 10], [12, 7], [13, 9], [14, 10], [15, 9], [16, 8],
+  [17, 6], [18, 3], [19, 2], [20, 1], [21, 1], [22, 0.5], [6, 1], [23, 0.3], [0, 0.2],
+];
+
 // ---------------------------------------------------------------------------------------------
 
 /** Seeded pseudo-random generator (sfc32). */
@@ -272,16 +308,17 @@ export class Rng {
 
   /** One value, with probability proportional to its weight. */
   weighted<T>(choices: readonly (readonly [T, number])[]): T {
+    const n = choices.length;
+    if (n === 0) throw new RangeError('weighted pick from an empty list');
     let total = 0;
-    for (const [, w] of choices) total += w;
+    for (let i = 0; i < n; i++) total += (choices[i] as readonly [T, number])[1];
     let r = this.next() * total;
-    for (const [v, w] of choices) {
-      r -= w;
-      if (r < 0) return v;
+    for (let i = 0; i < n; i++) {
+      const c = choices[i] as readonly [T, number];
+      r -= c[1];
+      if (r < 0) return c[0];
     }
-    const last = choices[choices.length - 1];
-    if (last === undefined) throw new RangeError('weighted pick from an empty list');
-    return last[0];
+    return (choices[n - 1] as readonly [T, number])[0];
   }
 
   /** Standard normal variate (Box–Muller). */
@@ -363,10 +400,7 @@ export class Rng {
    * local time here): mostly 08:00–18:00 with tails into the evening.
    */
   businessTimeOnDay(dayMs: number): number {
-    const hour = this.weighted<number>([
-      [7, 2], [8, 6], [9, 9], [10, 10], [11, 10], [12, 7], [13, 9], [14, 10], [15, 9], [16, 8],
-      [17, 6], [18, 3], [19, 2], [20, 1], [21, 1], [22, 0.5], [6, 1], [23, 0.3], [0, 0.2],
-    ]);
+    const hour = this.weighted<number>(BUSINESS_HOURS);
     return startOfDay(dayMs) + hour * HOUR + this.int(0, 59) * MINUTE;
   }
 
@@ -374,7 +408,7 @@ export class Rng {
   businessTimeMs(fromMs: number, toMs: number, growth = 0.8, weekendFactor = 0.35): number {
     for (let i = 0; i < 8; i++) {
       const t = this.trendingTimeMs(fromMs, toMs, growth);
-      const dow = new Date(t).getUTCDay();
+      const dow = dayOfWeek(t);
       if ((dow === 0 || dow === 6) && !this.chance(weekendFactor)) continue;
       const b = this.businessTimeOnDay(t);
       if (b >= fromMs && b < toMs) return b;
@@ -387,15 +421,15 @@ export class Rng {
   /** Decimal digits as a string of the given length. */
   digits(n: number): string {
     let s = '';
-    for (let i = 0; i < n; i++) s += String(this.int(0, 9));
-    return s;
+    while (s.length < n) s += String(Math.floor(this.next() * 1e9)).padStart(9, '0');
+    return s.slice(0, n);
   }
 
   /** Lower-case hex of the given length. */
   hex(n: number): string {
     let s = '';
-    for (let i = 0; i < n; i++) s += '0123456789abcdef'.charAt(this.int(0, 15));
-    return s;
+    while (s.length < n) s += this.nextUint32().toString(16).padStart(8, '0');
+    return s.slice(0, n);
   }
 
   /** Alphanumeric (A-Z0-9) string of the given length. */
@@ -461,4 +495,55 @@ export class Rng {
       .replace(/[^a-z0-9]+/g, '');
     return `${base}.example`;
   }
+}
+
+/** Picks indices with probability proportional to fixed weights (binary search over prefix sums). */
+export class WeightedIndex {
+  private readonly cum: Float64Array;
+  private readonly total: number;
+
+  constructor(weights: readonly number[]) {
+    if (weights.length === 0) throw new RangeError('WeightedIndex needs at least one weight');
+    this.cum = new Float64Array(weights.length);
+    let s = 0;
+    for (let i = 0; i < weights.length; i++) {
+      s += Math.max(0, weights[i] ?? 0);
+      this.cum[i] = s;
+    }
+    this.total = s;
+  }
+
+  pick(rng: Rng): number {
+    const r = rng.next() * this.total;
+    let lo = 0;
+    let hi = this.cum.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if ((this.cum[mid] ?? 0) > r) hi = mid;
+      else lo = mid + 1;
+    }
+    return lo;
+  }
+}
+
+/** Luhn check digit for a string of decimal digits (as used by NPIs and card numbers). */
+export function luhnCheckDigit(digits: string): number {
+  let sum = 0;
+  let double = true; // the digit next to the check digit is doubled
+  for (let i = digits.length - 1; i >= 0; i--) {
+    let d = digits.charCodeAt(i) - 48;
+    if (double) {
+      d *= 2;
+      if (d > 9) d -= 9;
+    }
+    sum += d;
+    double = !double;
+  }
+  return (10 - (sum % 10)) % 10;
+}
+
+/** A valid-looking 10-digit US National Provider Identifier (Luhn over the `80840` prefix). */
+export function npi(rng: Rng, first: '1' | '2' = '1'): string {
+  const body = first + rng.digits(8);
+  return body + String(luhnCheckDigit('80840' + body));
 }
