@@ -1,0 +1,43 @@
+/**
+ * The one error type of the SQL policy layer. `code` maps 1:1 onto the API error codes of
+ * CONTRACT.md: `invalid_sql` (400, the statement does not parse) and `scope_violation` (403,
+ * it reaches outside the connection's scopes or is not a read).
+ */
+
+export type SqlPolicyErrorCode = 'invalid_sql' | 'scope_violation';
+
+export interface SqlPolicyErrorDetail {
+  /**
+   * A stable snake_case reason, e.g. `syntax_error`, `empty_statement`, `multiple_statements`,
+   * `not_a_read`, `explain_analyze`, `table_not_in_scope`, `unknown_table`, `system_catalog`,
+   * `schema_not_allowed`, `qualified_name`, `function_not_allowed`, `type_not_allowed`,
+   * `operator_not_allowed`, `construct_not_allowed`, `writable_cte`, `select_into`,
+   * `locking_clause`, `tablesample_method`, `too_complex`, `rewrite_failed`.
+   */
+  readonly reason: string;
+  /** the table name as the agent wrote it (schema-qualified when it was) */
+  readonly table?: string;
+  /** the function name as the agent wrote it (qualified when it was) */
+  readonly function?: string;
+  /** the statement kind or SQL construct that was refused, e.g. `INSERT`, `FOR UPDATE`, `regclass` */
+  readonly construct?: string;
+}
+
+export class SqlPolicyError extends Error {
+  readonly code: SqlPolicyErrorCode;
+  /** 0-based character offset into the submitted SQL (invalid_sql, when the parser gives one) */
+  readonly position?: number;
+  readonly detail: SqlPolicyErrorDetail;
+
+  constructor(code: SqlPolicyErrorCode, message: string, detail: SqlPolicyErrorDetail, position?: number) {
+    super(message);
+    this.name = 'SqlPolicyError';
+    this.code = code;
+    this.detail = detail;
+    if (position !== undefined) this.position = position;
+  }
+}
+
+export function violation(message: string, detail: SqlPolicyErrorDetail): SqlPolicyError {
+  return new SqlPolicyError('scope_violation', message, detail);
+}

@@ -1,0 +1,374 @@
+/**
+ * SQL policy: the first layer of scope enforcement (see DESIGN.md, "Scope enforcement in depth").
+ *
+ * `checkAndRewrite(sql, policy)`:
+ * 1. parses the agent's SQL with the real PostgreSQL parser (libpg_query 18, WASM);
+ * 2. requires exactly one read statement (SELECT / WITH … SELECT / VALUES / TABLE / set
+ *    operations, or EXPLAIN without ANALYZE of one);
+ * 3. walks every node of the tree (unknown node types and fields are refused), refusing
+ *    SELECT INTO, row locks, writable CTEs, functions in FROM, XMLTABLE/JSON_TABLE, parameters,
+ *    casts to types outside an allow-list (reg* included), functions outside an allow-list,
+ *    schema-qualified operators other than pg_catalog's;
+ * 4. resolves every table reference with SQL's CTE scoping, and replaces each allowed table by
+ *    `(SELECT * FROM "schema"."table" WHERE <row predicate> OFFSET 0) AS <alias>`, so the
+ *    agent's own predicates, joins, window functions and error oracles never see rows outside
+ *    its scopes (OFFSET 0 is the planner fence that keeps the agent's quals from being
+ *    evaluated before the row predicate); a table without a predicate becomes a direct
+ *    reference `"schema"."table" AS <alias>`;
+ * 5. deparses the rewritten tree, re-parses the result and checks it again ("verify"): the SQL
+ *    returned is exactly what was checked, even if the deparser mis-prints something.
+ *
+ * Pure: no I/O, no database. Throws {@link SqlPolicyError}.
+ */
+
+import { loadModule, parseSync } from 'pgsql-parser';
+
+import { ALLOWED_EXPLAIN_OPTIONS } from './allowlists.js';
+import { deparser } from './deparse.js';
+import { SqlPolicyError, violation } from './errors.js';
+import {
+  type Obj,
+  quoteName,
+  type Resolver,
+  rewriteFailed,
+  statementName,
+  type Template,
+  Walker,
+} from './walker.js';
+
+export { SqlPolicyError } from './errors.js';
+export type { SqlPolicyErrorCode, SqlPolicyErrorDetail } from './errors.js';
+export {
+  ALLOWED_CAST_TYPES,
+  ALLOWED_EXPLAIN_OPTIONS,
+  ALLOWED_FUNCTION_NAMES,
+  ALLOWED_FUNCTIONS,
+  ALLOWED_SQL_VALUE_FUNCTIONS,
+  ALLOWED_TABLESAMPLE_METHODS,
+} from './allowlists.js';
+
+export interface ScopedTable {
+  /** the name the agent uses, lower-case, e.g. 'encounters' (or 'public.orders' style for relays later) */
+  readonly name: string;
+  /** the physical relation to read */
+  readonly schema: string;
+  readonly table: string;
+  /** SQL boolean expression over the table's own columns that restricts rows, or null for all rows.
+   *  Built by us (trusted), e.g. `"period_start" >= '2024-01-01T00:00:00Z'::timestamptz AND "period_start" < '2024-04-01T00:00:00Z'::timestamptz` */
+  readonly predicate: string | null;
+}
+
+export interface SqlPolicy {
+  /** tables the connection may read, keyed by agent-facing name */
+  readonly allowed: ReadonlyMap<string, ScopedTable>;
+  /** every table of the target (for helpful messages: "exists but not in your scopes") */
+  readonly known: readonly string[];
+  /** the schema names under which the agent may qualify a table name (e.g. ['demo_healthcare', 'public']); unqualified names are looked up in `allowed` */
+  readonly schemas: readonly string[];
+}
+
+export interface CheckedQuery {
+  /** the statement to execute: agent SQL with every table reference replaced by an in-scope subquery */
+  readonly sql: string;
+  /** agent-facing names of tables read, sorted, unique */
+  readonly tables: readonly string[];
+  /** 'select' | 'values' | 'explain' */
+  readonly kind: string;
+}
+
+// ---------------------------------------------------------------------------------------------
+// parser
+
+let ready = false;
+let loading: Promise<void> | null = null;
+
+/** Load the WASM parser once; idempotent and safe to call concurrently. */
+export async function initSqlParser(): Promise<void> {
+  if (ready) return;
+  loading ??= loadModule().then(
+    () => {
+      ready = true;
+    },
+    (err: unknown) => {
+      loading = null;
+      throw err;
+    },
+  );
+  await loading;
+}
+
+interface RawStmt {
+  stmt?: Obj;
+  stmt_location?: number;
+  stmt_len?: number;
+}
+
+function parse(sql: string): RawStmt[] {
+  const result = parseSync(sql) as unknown as { stmts?: RawStmt[] };
+  return result.stmts ?? [];
+}
+
+function deparse(node: Obj): string {
+  return deparser.deparse(node);
+}
+
+// ---------------------------------------------------------------------------------------------
+// trusted subqueries, parsed once per (schema, table, predicate)
+
+const TEMPLATE_CACHE_MAX = 2000;
+const templates = new Map<string, Template>();
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
+}
+
+function templateFor(entry: ScopedTable): Template {
+  const key = `${entry.schema}\u0000${entry.table}\u0000${entry.predicate ?? ''}`;
+  const hit = templates.get(key);
+  if (hit) return hit;
+
+  const from = `${quoteName(entry.schema)}.${quoteName(entry.table)}`;
+  let template: Template;
+  if (entry.predicate === null) {
+    const select = trustedSelect(`SELECT * FROM ${from}`, entry);
+    template = { entry: { ...entry }, key, relation: (select['fromClause'] as Obj[])[0] as Obj, select: null, reparsed: null };
+  } else {
+    // OFFSET 0 is PostgreSQL's optimisation fence: the subquery is neither flattened into the
+    // agent's query nor given the agent's quals, so none of the agent's expressions (e.g. an
+    // error oracle such as 1/(x-5), or a leaky function) is ever evaluated on an out-of-scope
+    // row. Without it the planner may order the agent's qual before the row predicate (it does,
+    // e.g., when the predicate is an OR of ranges).
+    const select = trustedSelect(`SELECT * FROM ${from} WHERE ${entry.predicate} OFFSET 0`, entry);
+    // what the same subquery looks like after deparse → parse (the verify pass compares to this)
+    const reparsed = trustedSelect(deparse({ SelectStmt: select }), entry);
+    template = { entry: { ...entry }, key, relation: (select['fromClause'] as Obj[])[0] as Obj, select, reparsed };
+  }
+  deepFreeze(template);
+  if (templates.size >= TEMPLATE_CACHE_MAX) templates.clear();
+  templates.set(key, template);
+  return template;
+}
+
+function trustedSelect(text: string, entry: ScopedTable): Obj {
+  let stmts: RawStmt[];
+  try {
+    stmts = parse(text);
+  } catch (err) {
+    throw new Error(`svc: row predicate of ${entry.name} does not parse: ${(err as Error).message}`);
+  }
+  const sel = stmts.length === 1 ? (stmts[0]?.stmt?.['SelectStmt'] as Obj | undefined) : undefined;
+  const fromClause = sel?.['fromClause'];
+  const rv = Array.isArray(fromClause) ? ((fromClause[0] as Obj | undefined)?.['RangeVar'] as Obj | undefined) : undefined;
+  const keys = sel ? Object.keys(sel).filter((k) => !['targetList', 'fromClause', 'whereClause', 'limitOffset', 'limitOption', 'op'].includes(k)) : ['?'];
+  const predicated = entry.predicate !== null;
+  if (
+    !sel || keys.length > 0 || !Array.isArray(fromClause) || fromClause.length !== 1 || !rv ||
+    rv['schemaname'] !== entry.schema || rv['relname'] !== entry.table ||
+    predicated !== (sel['whereClause'] !== undefined) || predicated !== (sel['limitOffset'] !== undefined)
+  ) {
+    throw new Error(`svc: row predicate of ${entry.name} is not a single boolean expression`);
+  }
+  return sel;
+}
+
+// ---------------------------------------------------------------------------------------------
+// resolving table names
+
+const SYSTEM_SCHEMAS = new Set(['pg_catalog', 'information_schema', 'pg_toast']);
+
+function makeResolver(policy: SqlPolicy): Resolver {
+  const readable = (): string => {
+    const names = [...policy.allowed.keys()].sort();
+    return names.length ? `readable tables: ${names.join(', ')}` : 'this connection cannot read any table';
+  };
+  const known = (n: string): boolean => policy.known.includes(n);
+  const found = (key: string): { template: Template; name: string } | undefined => {
+    const entry = policy.allowed.get(key);
+    return entry ? { template: templateFor(entry), name: entry.name } : undefined;
+  };
+
+  return {
+    resolve(rv: Obj) {
+      const catalog = rv['catalogname'] as string | undefined;
+      const schema = rv['schemaname'] as string | undefined;
+      const rel = rv['relname'] as string;
+      const written = [catalog, schema, rel].filter((p) => p !== undefined).join('.');
+      const detail = { table: written };
+
+      if (catalog !== undefined) {
+        throw violation(`table "${written}": database-qualified names are not allowed; ${readable()}`, { reason: 'qualified_name', ...detail });
+      }
+      if (schema !== undefined) {
+        const hit = found(`${schema}.${rel}`) ?? (policy.schemas.includes(schema) ? found(rel) : undefined);
+        if (hit) return hit;
+        if (SYSTEM_SCHEMAS.has(schema) || schema.startsWith('pg_')) {
+          throw violation(`table "${written}" is a system catalog and cannot be read; ${readable()}`, { reason: 'system_catalog', ...detail });
+        }
+        if (!policy.schemas.includes(schema)) {
+          const allowedSchemas = policy.schemas.length ? `tables can be qualified only with ${policy.schemas.join(', ')}` : 'use unqualified table names';
+          throw violation(`table "${written}" is not in this connection's scopes: schema "${schema}" is not readable here (${allowedSchemas}); ${readable()}`, {
+            reason: 'schema_not_allowed',
+            ...detail,
+          });
+        }
+        if (known(rel) || known(`${schema}.${rel}`)) {
+          throw violation(`table "${written}" is not in this connection's scopes; ${readable()}`, { reason: 'table_not_in_scope', ...detail });
+        }
+        throw violation(`table "${written}" does not exist in this target; ${readable()}`, { reason: 'unknown_table', ...detail });
+      }
+      const hit = found(rel);
+      if (hit) return hit;
+      if (rel.startsWith('pg_')) {
+        throw violation(`table "${written}" is a system catalog and cannot be read; ${readable()}`, { reason: 'system_catalog', ...detail });
+      }
+      if (known(rel)) {
+        throw violation(`table "${written}" is not in this connection's scopes; ${readable()}`, { reason: 'table_not_in_scope', ...detail });
+      }
+      throw violation(`table "${written}" does not exist in this target; ${readable()}`, { reason: 'unknown_table', ...detail });
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// the statement
+
+const READS = 'only a single read statement (SELECT, WITH … SELECT, VALUES, TABLE, or EXPLAIN without ANALYZE) can run';
+
+/** Check the top-level statement and walk it; returns the kind. */
+function walkStatement(stmt: Obj | undefined, walker: Walker): 'select' | 'values' | 'explain' {
+  const type = stmt ? Object.keys(stmt)[0] : undefined;
+  if (!stmt || !type || Object.keys(stmt).length !== 1) throw rewriteFailed();
+  const body = stmt[type] as Obj;
+
+  if (type === 'SelectStmt') {
+    walker.select(body);
+    const values = Array.isArray(body['valuesLists']) && (body['op'] === undefined || body['op'] === 'SETOP_NONE');
+    return values ? 'values' : 'select';
+  }
+  if (type === 'ExplainStmt') {
+    for (const key of Object.keys(body)) {
+      if (key !== 'query' && key !== 'options') throw violation(`EXPLAIN option ${key} is not supported`, { reason: 'construct_not_allowed', construct: 'EXPLAIN' });
+    }
+    const options = body['options'];
+    if (options !== undefined && !Array.isArray(options)) throw rewriteFailed();
+    for (const o of (options ?? []) as Obj[]) {
+      const def = o['DefElem'] as Obj | undefined;
+      const name = String(def?.['defname'] ?? '').toLowerCase();
+      if (name === 'analyze' || name === 'analyse') {
+        throw violation('EXPLAIN ANALYZE executes the statement and is not allowed; use EXPLAIN without ANALYZE', {
+          reason: 'explain_analyze',
+          construct: 'EXPLAIN ANALYZE',
+        });
+      }
+      const arg = def?.['arg'] as Obj | undefined;
+      const argOk =
+        arg === undefined ||
+        (Object.keys(arg).length === 1 && ['String', 'Boolean', 'Integer', 'Float'].includes(Object.keys(arg)[0] as string) &&
+          Object.values(arg[Object.keys(arg)[0] as string] as Obj).every((v) => typeof v !== 'object'));
+      if (!def || !ALLOWED_EXPLAIN_OPTIONS.has(name) || !argOk) {
+        throw violation(`EXPLAIN option ${name.toUpperCase() || '?'} is not allowed; allowed: ${[...ALLOWED_EXPLAIN_OPTIONS].join(', ').toUpperCase()}`, {
+          reason: 'construct_not_allowed',
+          construct: `EXPLAIN ${name.toUpperCase()}`,
+        });
+      }
+    }
+    const query = body['query'] as Obj | undefined;
+    const qtype = query ? Object.keys(query)[0] : undefined;
+    if (!query || qtype !== 'SelectStmt' || Object.keys(query).length !== 1) {
+      const what = qtype ? statementName(qtype, query?.[qtype] as Obj) : 'statement';
+      throw violation(`EXPLAIN of ${what} is not allowed; ${READS}`, { reason: 'not_a_read', construct: `EXPLAIN ${what}` });
+    }
+    walker.select(query['SelectStmt'] as Obj);
+    return 'explain';
+  }
+  const what = statementName(type, body);
+  throw violation(`${what} is not allowed: ${READS}`, { reason: 'not_a_read', construct: what });
+}
+
+function parseAgentSql(sql: string): RawStmt[] {
+  const nul = sql.indexOf('\u0000');
+  if (nul >= 0) throw new SqlPolicyError('invalid_sql', 'the statement contains a NUL character', { reason: 'syntax_error' }, nul);
+  if (sql.trim() === '') throw new SqlPolicyError('invalid_sql', 'the statement is empty', { reason: 'empty_statement' });
+  try {
+    return parse(sql);
+  } catch (err) {
+    const e = err as { message?: string; sqlDetails?: { cursorPosition?: number } };
+    const pos = e.sqlDetails?.cursorPosition;
+    const message = e.message ?? 'syntax error';
+    const position = typeof pos === 'number' && pos >= 0 ? utf16Offset(sql, pos) : undefined;
+    const at = position === undefined ? '' : ` (at character ${position + 1})`;
+    const reason = /memory exhausted|stack depth/i.test(message) ? 'too_complex' : 'syntax_error';
+    throw new SqlPolicyError('invalid_sql', `${message}${at}`, { reason }, position);
+  }
+}
+
+/** the parser counts characters (code points); JavaScript strings count UTF-16 units */
+function utf16Offset(sql: string, codePoints: number): number {
+  let units = 0;
+  let n = 0;
+  for (const ch of sql) {
+    if (n++ >= codePoints) break;
+    units += ch.length;
+  }
+  return units;
+}
+
+/**
+ * Check an agent's SQL against a connection's policy and rewrite it so that it can only read
+ * in-scope rows. Throws {@link SqlPolicyError} (`invalid_sql` or `scope_violation`).
+ */
+export function checkAndRewrite(sql: string, policy: SqlPolicy): CheckedQuery {
+  if (!ready) throw new Error('svc: initSqlParser() must be awaited before checkAndRewrite()');
+  if (typeof sql !== 'string') throw new SqlPolicyError('invalid_sql', 'the statement must be a string', { reason: 'syntax_error' });
+
+  const stmts = parseAgentSql(sql);
+  if (stmts.length === 0) throw new SqlPolicyError('invalid_sql', 'the statement is empty', { reason: 'empty_statement' });
+  if (stmts.length > 1) {
+    throw violation(`exactly one statement can run per query; got ${stmts.length}`, { reason: 'multiple_statements' });
+  }
+  const stmt = stmts[0]?.stmt;
+
+  // check + rewrite in place
+  const checker = new Walker('check', makeResolver(policy));
+  const kind = guard(() => walkStatement(stmt, checker));
+
+  let out: string;
+  try {
+    out = deparse(stmt as Obj);
+  } catch (err) {
+    if (err instanceof RangeError || /call stack/i.test(String((err as Error)?.message))) {
+      throw new SqlPolicyError('invalid_sql', 'the statement is too complex', { reason: 'too_complex' });
+    }
+    throw rewriteFailed();
+  }
+
+  // verify: what will run is exactly what was checked
+  let again: RawStmt[];
+  try {
+    again = parse(out);
+  } catch {
+    throw rewriteFailed();
+  }
+  if (again.length !== 1) throw rewriteFailed();
+  const verifier = new Walker('verify', { resolve: () => { throw rewriteFailed(); } });
+  for (const [k, t] of checker.used) verifier.used.set(k, t);
+  const kindAgain = guard(() => walkStatement(again[0]?.stmt, verifier));
+  if (kindAgain !== kind) throw rewriteFailed();
+
+  return { sql: out, tables: [...checker.tables].sort(), kind };
+}
+
+function guard<T>(f: () => T): T {
+  try {
+    return f();
+  } catch (err) {
+    if (err instanceof RangeError) {
+      throw new SqlPolicyError('invalid_sql', 'the statement is too complex', { reason: 'too_complex' });
+    }
+    throw err;
+  }
+}
