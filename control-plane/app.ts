@@ -1,0 +1,93 @@
+/**
+ * buildApp(config) assembles the control plane without listening: the store (migrated), the
+ * catalogue, the demo engine (warming up in the background), and one route plugin per resource.
+ */
+import { randomBytes } from 'node:crypto';
+import Fastify from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Catalogue } from './catalogue/index.js';
+import type { Config } from './config.js';
+import { startDemoEngine, type DemoEngine } from './demo/engine.js';
+import { registerAuth } from './http/auth.js';
+import { registerErrorHandling } from './http/errors.js';
+import { accountRoutes } from './routes/accounts.js';
+import { auditRoutes } from './routes/audit.js';
+import { catalogueRoutes } from './routes/catalogue.js';
+import { connectionRoutes } from './routes/connections.js';
+import type { App, Services } from './routes/context.js';
+import { systemRoutes } from './routes/system.js';
+import { initSqlParser } from './query/sql/index.js';
+import { openStore, type Store } from './store/index.js';
+
+export interface BuildOptions {
+  /** a dumped, migrated embedded store for a fresh data dir (tests) */
+  readonly storeTemplate?: Uint8Array;
+  /** a built embedded demo image (tests) */
+  readonly demoImage?: Uint8Array;
+  /** wait for the demo engine before resolving (tests); by default it warms up in the background */
+  readonly awaitDemo?: boolean;
+}
+
+export interface SvcApp {
+  readonly app: App;
+  readonly store: Store;
+  readonly services: Services;
+  /** resolves when the demo engine is ready */
+  readonly demoReady: Promise<DemoEngine>;
+}
+
+export async function buildApp(config: Config, options: BuildOptions = {}): Promise<SvcApp> {
+  const catalogue = new Catalogue();
+  const [store] = await Promise.all([
+    openStore({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, ...(options.storeTemplate ? { template: options.storeTemplate } : {}) }),
+    initSqlParser(),
+  ]);
+
+  let demoEngine: DemoEngine | undefined;
+  const demoReady = startDemoEngine({
+    demoDatabaseUrl: config.demoDatabaseUrl,
+    dataDir: config.dataDir,
+    workers: config.demoWorkers,
+    datasets: catalogue.datasets,
+    ...(options.demoImage ? { image: options.demoImage } : {}),
+  }).then((e) => (demoEngine = e));
+  demoReady.catch(() => undefined); // reported to queries that wait for it, and at close
+  if (options.awaitDemo) await demoReady;
+
+  const app: App = Fastify({
+    logger:
+      config.logLevel === 'silent'
+        ? false
+        : { level: config.logLevel, redact: { paths: ['req.headers.authorization', 'req.headers.cookie'], censor: '[redacted]' } },
+    bodyLimit: config.limits.bodyLimitBytes,
+    genReqId: () => `req_${randomBytes(9).toString('base64url')}`,
+    requestIdHeader: false,
+    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false } },
+    return503OnClosing: true,
+    forceCloseConnections: true,
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  // JSON only: a text body is 415, not a string that fails validation
+  app.removeContentTypeParser(['text/plain']);
+
+  app.addHook('onSend', async (req, reply) => {
+    void reply.header('x-request-id', String(req.id));
+  });
+
+  const services: Services = { config, store, catalogue, demo: () => demoReady };
+  registerErrorHandling(app);
+  registerAuth(app, store);
+  accountRoutes(app, services);
+  catalogueRoutes(app, services);
+  connectionRoutes(app, services);
+  auditRoutes(app, services);
+  systemRoutes(app, services, () => ({ demo: demoEngine !== undefined }));
+
+  app.addHook('onClose', async () => {
+    const engine = await demoReady.catch(() => undefined);
+    await engine?.close();
+    await store.close();
+  });
+
+  return { app, store, services, demoReady };
+}

@@ -1,0 +1,97 @@
+/**
+ * The audit chain (CONTRACT.md "Audit chain"), pure: canonical JSON (RFC 8785), the genesis hash,
+ * event hashes, and verification of a sequence of events. The README publishes the same algorithm.
+ */
+import { createHash } from 'node:crypto';
+
+/** RFC 8785 JSON Canonicalization Scheme. */
+export function canon(value: unknown): string {
+  if (value === null) return 'null';
+  switch (typeof value) {
+    case 'boolean':
+      return value ? 'true' : 'false';
+    case 'number':
+      if (!Number.isFinite(value)) throw new TypeError('canon: non-finite number');
+      return JSON.stringify(value); // ECMAScript Number.prototype.toString, as RFC 8785 requires
+    case 'string':
+      return JSON.stringify(value);
+    case 'object': {
+      if (Array.isArray(value)) return `[${value.map((v) => canon(v === undefined ? null : v)).join(',')}]`;
+      const obj = value as Record<string, unknown>;
+      // UTF-16 code-unit order is JavaScript's default string comparison
+      const keys = Object.keys(obj).filter((k) => obj[k] !== undefined).sort();
+      return `{${keys.map((k) => `${JSON.stringify(k)}:${canon(obj[k])}`).join(',')}}`;
+    }
+    default:
+      throw new TypeError(`canon: cannot encode ${typeof value}`);
+  }
+}
+
+export function sha256Hex(text: string): string {
+  return createHash('sha256').update(text, 'utf8').digest('hex');
+}
+
+export interface GenesisInput {
+  readonly connection_id: string;
+  readonly org_id: string;
+  readonly target_id: string;
+  readonly scopes: readonly string[];
+  readonly created_at: string;
+}
+
+export function genesisHash(g: GenesisInput): string {
+  return sha256Hex(`svc-audit-v1\n${canon({ connection_id: g.connection_id, org_id: g.org_id, target_id: g.target_id, scopes: g.scopes, created_at: g.created_at })}`);
+}
+
+/** An event as hashed: everything but `hash`, including `seq` and `prev_hash`. */
+export type EventBody = Record<string, unknown> & { readonly seq: number; readonly prev_hash: string };
+
+export function eventHash(body: EventBody): string {
+  return sha256Hex(`${body.prev_hash}\n${canon(body)}`);
+}
+
+export interface VerifyResult {
+  readonly verified: boolean;
+  readonly events_checked: number;
+  /** seq of the first event that fails, or null when intact */
+  readonly broken_at: number | null;
+  /** why it broke, for humans */
+  readonly reason?: string;
+}
+
+export interface StoredEvent {
+  readonly seq: number;
+  /** the event without its hash, as stored */
+  readonly body: Record<string, unknown>;
+  readonly hash: string;
+}
+
+/**
+ * Verify events in storage order against the genesis hash and the recorded head. The first event
+ * whose position, link or hash is wrong is reported; a head that does not match the end of the
+ * chain (a truncated tail) is reported at the first missing seq.
+ */
+export function verifyChain(genesis: string, events: readonly StoredEvent[], head?: { seq: number; hash: string }): VerifyResult {
+  let prev = genesis;
+  let checked = 0;
+  for (const ev of events) {
+    const expectedSeq = checked + 1;
+    checked++;
+    const body = ev.body as EventBody;
+    if (ev.seq !== expectedSeq || body.seq !== expectedSeq) {
+      return { verified: false, events_checked: checked, broken_at: expectedSeq, reason: `expected seq ${expectedSeq}, found ${String(body.seq)}` };
+    }
+    if (body.prev_hash !== prev) {
+      return { verified: false, events_checked: checked, broken_at: expectedSeq, reason: 'prev_hash does not link to the previous event' };
+    }
+    if (eventHash(body) !== ev.hash) {
+      return { verified: false, events_checked: checked, broken_at: expectedSeq, reason: 'hash does not match the event' };
+    }
+    prev = ev.hash;
+  }
+  if (head && (head.seq !== checked || head.hash !== prev)) {
+    const brokenAt = head.seq > checked ? checked + 1 : Math.max(head.seq, 1);
+    return { verified: false, events_checked: checked, broken_at: brokenAt, reason: 'the recorded head does not match the end of the chain' };
+  }
+  return { verified: true, events_checked: checked, broken_at: null };
+}

@@ -1,0 +1,157 @@
+/**
+ * The catalogue: 20 targets (12 demo, 8 live) and 6 packs, with each target's scope grammar,
+ * tables and tiers. Static: built once from the dataset and connector definitions.
+ */
+import { DATASETS, PACKS } from '../demo/datasets/index.js';
+import type { DatasetDef, PackDef } from '../demo/types.js';
+import { LIVE_TARGETS, type LiveTargetDef } from './live.js';
+import type { ScopeRule, ScopeTarget } from './scopes.js';
+
+export { parseScopes, periodInterval, grammarText, type ParsedScopes, type Interval, type ScopeRule } from './scopes.js';
+export { LIVE_TARGETS, type LiveTargetDef } from './live.js';
+
+export interface ColumnInfo {
+  readonly name: string;
+  readonly type: string;
+  readonly description: string;
+}
+
+export interface TableInfo {
+  readonly name: string;
+  readonly description: string;
+  /** the column `period:` scopes restrict, or null */
+  readonly time_column: string | null;
+  readonly columns: readonly ColumnInfo[];
+}
+
+export interface Target extends ScopeTarget {
+  readonly id: string;
+  readonly kind: 'demo' | 'live';
+  readonly name: string;
+  readonly description: string;
+  readonly pack: string | null;
+  readonly credential_kind: string | null;
+  /** whether queries can run on it in this version */
+  readonly queryable: boolean;
+  readonly scopes: readonly ScopeRule[];
+  readonly tables: readonly TableInfo[];
+  readonly tiers: readonly string[];
+  /** demo only */
+  readonly dataset?: DatasetDef;
+  readonly live?: LiveTargetDef;
+}
+
+export interface Pack {
+  readonly id: string;
+  readonly name: string;
+  readonly description: string;
+  readonly targets: readonly string[];
+}
+
+export const TIERS_DEMO = ['container'] as const;
+export const TIERS_LIVE = ['container'] as const;
+
+const READ_DEMO: ScopeRule = {
+  name: 'read',
+  pattern: 'read:<table> | read:*',
+  description: 'Tables the connection may read; read:* allows every table of the target.',
+  required: true,
+  examples: ['read:*'],
+};
+const PERIOD: ScopeRule = {
+  name: 'period',
+  pattern: 'period:<YYYY> | period:<YYYY>-Q<1-4> | period:<YYYY>-<MM>',
+  description:
+    "Restricts rows to a half-open UTC interval on each table's time column; several period scopes are a union. Tables without a time column are not restricted.",
+  required: false,
+  examples: ['period:2024', 'period:2024-Q1', 'period:2024-03'],
+};
+
+function demoTarget(d: DatasetDef): Target {
+  const tables = d.tables.map<TableInfo>((t) => ({
+    name: t.name,
+    description: t.description,
+    time_column: t.timeColumn ?? null,
+    columns: t.columns.map((c) => ({ name: c.name, type: c.type, description: c.description })),
+  }));
+  const first = tables[0]?.name ?? 'table';
+  return {
+    id: d.targetId,
+    kind: 'demo',
+    name: d.name,
+    description: d.description,
+    pack: d.pack,
+    credential_kind: null,
+    queryable: true,
+    scopes: [{ ...READ_DEMO, examples: [`read:${first}`, 'read:*'] }, PERIOD],
+    grammar: [{ ...READ_DEMO, examples: [`read:${first}`, 'read:*'] }, PERIOD],
+    tableNames: tables.map((t) => t.name),
+    tables,
+    tiers: TIERS_DEMO,
+    dataset: d,
+  };
+}
+
+function liveTarget(l: LiveTargetDef): Target {
+  const grammar: ScopeRule[] = [];
+  if (l.id === 'postgres-relay') {
+    grammar.push({ name: 'relay', pattern: 'relay:<relay_id>', description: "The organization's relay that carries the queries.", required: true, examples: ['relay:rly_…'] });
+  }
+  grammar.push(
+    l.database
+      ? { name: 'read', pattern: 'read:<table> | read:<schema>.<table> | read:*', description: 'Tables the connection may read.', required: true, examples: ['read:public.orders'] }
+      : { ...READ_DEMO, examples: l.tables?.[0] ? [`read:${l.tables[0].name}`, 'read:*'] : ['read:*'] },
+  );
+  if (l.period) grammar.push({ ...PERIOD, description: "Restricts objects to a half-open UTC interval on their creation time; out-of-period objects are never fetched." });
+  return {
+    id: l.id,
+    kind: 'live',
+    name: l.name,
+    description: l.description,
+    pack: null,
+    credential_kind: l.credentialKind,
+    queryable: false,
+    scopes: grammar,
+    grammar,
+    tableNames: l.tables ? l.tables.map((t) => t.name) : null,
+    tables: (l.tables ?? []).map((t) => ({ name: t.name, description: t.description, time_column: l.period ? 'created' : null, columns: [] })),
+    tiers: TIERS_LIVE,
+    live: l,
+  };
+}
+
+export class Catalogue {
+  readonly targets: readonly Target[];
+  readonly packs: readonly Pack[];
+  private readonly byId: ReadonlyMap<string, Target>;
+
+  constructor(datasets: readonly DatasetDef[] = DATASETS, packs: readonly PackDef[] = PACKS) {
+    this.targets = [...datasets.map(demoTarget), ...LIVE_TARGETS.map(liveTarget)];
+    this.packs = packs.map((p) => ({ id: p.id, name: p.name, description: p.description, targets: [...p.targets] }));
+    this.byId = new Map(this.targets.map((t) => [t.id, t]));
+  }
+
+  target(id: string): Target | undefined {
+    return this.byId.get(id);
+  }
+
+  get datasets(): readonly DatasetDef[] {
+    return this.targets.flatMap((t) => (t.dataset ? [t.dataset] : []));
+  }
+}
+
+/** The public record of a target (what the API returns). */
+export function targetRecord(t: Target): Record<string, unknown> {
+  return {
+    id: t.id,
+    kind: t.kind,
+    name: t.name,
+    description: t.description,
+    pack: t.pack,
+    credential_kind: t.credential_kind,
+    queryable: t.queryable,
+    scopes: t.scopes,
+    tables: t.tables,
+    tiers: t.tiers,
+  };
+}

@@ -1,0 +1,164 @@
+/**
+ * Connections: a target, scopes of its grammar, a tier and a TTL, each with its own audit chain.
+ * Another organization's connection is reported as not found, never as forbidden.
+ */
+import { newId } from '../accounts/index.js';
+import { appendEvent, genesisHash } from '../audit/index.js';
+import { parseScopes, type Catalogue, type ParsedScopes, type Target } from '../catalogue/index.js';
+import { ApiError } from '../errors.js';
+import type { Store } from '../store/index.js';
+
+export const TTL_MIN = 1;
+export const TTL_MAX = 604_800;
+export const TTL_DEFAULT = 3600;
+
+export interface ConnectionRow {
+  id: string;
+  org_id: string;
+  target_id: string;
+  scopes: string[];
+  tier: string;
+  ttl_seconds: number;
+  created_at: Date;
+  expires_at: Date;
+  revoked_at: Date | null;
+  genesis_hash: string;
+  head_hash: string;
+  head_seq: number;
+  queries: number;
+  bytes_egressed: number;
+  last_query_at: Date | null;
+}
+
+export type ConnectionStatus = 'active' | 'expired' | 'revoked';
+
+export function statusOf(c: ConnectionRow, now = Date.now()): ConnectionStatus {
+  if (c.revoked_at) return 'revoked';
+  if (new Date(c.expires_at).getTime() <= now) return 'expired';
+  return 'active';
+}
+
+const iso = (d: Date | null): string | null => (d ? new Date(d).toISOString() : null);
+
+export function connectionRecord(c: ConnectionRow): Record<string, unknown> {
+  return {
+    connectionId: c.id,
+    connection_id: c.id,
+    target_id: c.target_id,
+    scopes: c.scopes,
+    tier: c.tier,
+    ttl_seconds: c.ttl_seconds,
+    status: statusOf(c),
+    created_at: iso(c.created_at),
+    expires_at: iso(c.expires_at),
+    revoked_at: iso(c.revoked_at),
+    audit_genesis_hash: c.genesis_hash,
+    audit_head_hash: c.head_hash,
+    audit_events: c.head_seq,
+    queries: c.queries,
+    bytes_egressed: c.bytes_egressed,
+    last_query_at: iso(c.last_query_at),
+  };
+}
+
+export interface CreateConnection {
+  readonly target_id: string;
+  readonly scopes: readonly string[];
+  readonly tier?: string | undefined;
+  readonly ttl_seconds?: number | undefined;
+}
+
+export function resolveTarget(catalogue: Catalogue, targetId: string): Target {
+  const target = catalogue.target(targetId);
+  if (!target) {
+    throw new ApiError('not_found', `unknown target ${JSON.stringify(targetId)}; list targets with GET /v1/connections/targets`, {
+      field: 'target_id',
+      targets: catalogue.targets.map((t) => t.id),
+    });
+  }
+  return target;
+}
+
+export async function createConnection(store: Store, catalogue: Catalogue, orgId: string, req: CreateConnection): Promise<ConnectionRow> {
+  const target = resolveTarget(catalogue, req.target_id);
+  const parsed: ParsedScopes = parseScopes(target, req.scopes);
+  const tier = req.tier ?? target.tiers[0] ?? 'container';
+  if (!target.tiers.includes(tier)) {
+    throw new ApiError('invalid_request', `tier ${JSON.stringify(tier)} is not offered by ${target.id}; its tiers: ${target.tiers.join(', ')}`, {
+      field: 'tier',
+      tiers: target.tiers,
+    });
+  }
+  const ttl = req.ttl_seconds ?? TTL_DEFAULT;
+  if (!Number.isInteger(ttl) || ttl < TTL_MIN || ttl > TTL_MAX) {
+    throw new ApiError('invalid_request', `ttl_seconds must be a whole number from ${TTL_MIN} to ${TTL_MAX} (7 days); default ${TTL_DEFAULT}`, { field: 'ttl_seconds' });
+  }
+  const id = newId('conn');
+  const created = new Date();
+  const createdAt = created.toISOString();
+  const expiresAt = new Date(created.getTime() + ttl * 1000).toISOString();
+  const scopes = [...parsed.normalized];
+  const genesis = genesisHash({ connection_id: id, org_id: orgId, target_id: target.id, scopes, created_at: createdAt });
+  await store.query(
+    `INSERT INTO connections (id, org_id, target_id, scopes, tier, ttl_seconds, created_at, expires_at, genesis_hash, head_hash)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)`,
+    [id, orgId, target.id, JSON.stringify(scopes), tier, ttl, createdAt, expiresAt, genesis],
+  );
+  return getConnection(store, orgId, id);
+}
+
+export async function getConnection(store: Store, orgId: string, id: string): Promise<ConnectionRow> {
+  const rows = await store.query<ConnectionRow>('SELECT * FROM connections WHERE id = $1 AND org_id = $2', [id, orgId]);
+  const row = rows[0];
+  if (!row) throw new ApiError('not_found', `connection ${JSON.stringify(id)} not found; list yours with GET /v1/connections`);
+  return row;
+}
+
+export interface ListOptions {
+  readonly status?: ConnectionStatus | undefined;
+  readonly limit: number;
+  /** connections created before this cursor (exclusive), for paging */
+  readonly before?: string | undefined;
+}
+
+export async function listConnections(store: Store, orgId: string, o: ListOptions): Promise<{ connections: ConnectionRow[]; next_cursor: string | null }> {
+  const now = new Date().toISOString();
+  const params: unknown[] = [orgId];
+  let where = 'org_id = $1';
+  if (o.before) {
+    params.push(o.before);
+    where += ` AND (created_at, id) < (SELECT created_at, id FROM connections WHERE id = $${params.length} AND org_id = $1)`;
+  }
+  if (o.status === 'active') where += ` AND revoked_at IS NULL AND expires_at > '${now}'`;
+  if (o.status === 'expired') where += ` AND revoked_at IS NULL AND expires_at <= '${now}'`;
+  if (o.status === 'revoked') where += ' AND revoked_at IS NOT NULL';
+  params.push(o.limit + 1);
+  const rows = await store.query<ConnectionRow>(`SELECT * FROM connections WHERE ${where} ORDER BY created_at DESC, id DESC LIMIT $${params.length}`, params);
+  const more = rows.length > o.limit;
+  const page = rows.slice(0, o.limit);
+  return { connections: page, next_cursor: more ? (page[page.length - 1]?.id ?? null) : null };
+}
+
+export async function revokeConnection(store: Store, orgId: string, id: string, by: string): Promise<ConnectionRow> {
+  await store.tx(async (sql) => {
+    const rows = await sql.query<{ revoked_at: Date | null }>('SELECT revoked_at FROM connections WHERE id = $1 AND org_id = $2 FOR UPDATE', [id, orgId]);
+    const row = rows[0];
+    if (!row) throw new ApiError('not_found', `connection ${JSON.stringify(id)} not found; list yours with GET /v1/connections`);
+    if (row.revoked_at) return; // revoking twice changes nothing
+    const at = new Date().toISOString();
+    await sql.query('UPDATE connections SET revoked_at = $2 WHERE id = $1', [id, at]);
+    await appendEvent(sql, id, { type: 'connection.revoked', org_id: orgId, by });
+  });
+  return getConnection(store, orgId, id);
+}
+
+/** Throws 410 for a connection that can no longer be used. */
+export function assertUsable(c: ConnectionRow): void {
+  const status = statusOf(c);
+  if (status === 'revoked') {
+    throw new ApiError('connection_revoked', `connection ${c.id} was revoked at ${iso(c.revoked_at)}; open a new one with POST /v1/connections`);
+  }
+  if (status === 'expired') {
+    throw new ApiError('connection_expired', `connection ${c.id} expired at ${iso(c.expires_at)} (ttl_seconds ${c.ttl_seconds}); open a new one with POST /v1/connections`);
+  }
+}

@@ -1,0 +1,329 @@
+/**
+ * Where demo queries run. Embedded: a pool of worker threads, each with its own in-memory copy of
+ * the demo database loaded from one dump, so a slow query holds one worker and nobody else; a
+ * statement past its deadline is stopped by terminating its worker (PGlite has no working
+ * statement_timeout), which is then replaced. External (SVC_DEMO_DATABASE_URL): a `pg` pool, with
+ * statement_timeout enforced by the server.
+ */
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import pg from 'pg';
+import { EmbeddedError, EmbeddedPostgres, RowCollector, uniqueColumnNames, type ColumnInfo, type ReadQueryResult } from '../embedded/index.js';
+import type { DatasetDef } from './types.js';
+import { DEMO_READER_ROLE, demoFingerprint, loadScript } from './load.js';
+
+export interface DemoQuery {
+  /** checked and rewritten statement */
+  readonly sql: string;
+  /** EXPLAIN statements run without a cursor */
+  readonly direct: boolean;
+  /** trusted SET LOCAL / set_config statements (e.g. row-security settings) */
+  readonly settings: readonly string[];
+  readonly timeoutMs: number;
+  readonly maxRows: number;
+  readonly maxBytes: number;
+}
+
+export class DemoQueryError extends Error {
+  readonly code: 'DEMO_ERR_TIMEOUT' | 'DEMO_ERR_SQL' | 'DEMO_ERR_UNAVAILABLE';
+  readonly sqlState: string | undefined;
+  readonly position: number | undefined;
+  constructor(code: DemoQueryError['code'], message: string, sqlState?: string, position?: number) {
+    super(message);
+    this.name = 'DemoQueryError';
+    this.code = code;
+    this.sqlState = sqlState;
+    this.position = position;
+  }
+}
+
+export interface DemoEngine {
+  readonly kind: 'embedded' | 'postgres';
+  run(q: DemoQuery): Promise<ReadQueryResult>;
+  close(): Promise<void>;
+}
+
+function preamble(q: DemoQuery): string[] {
+  return [
+    `SET LOCAL ROLE ${DEMO_READER_ROLE}`,
+    `SET LOCAL statement_timeout = ${Math.max(1, Math.floor(q.timeoutMs))}`,
+    `SET LOCAL lock_timeout = ${Math.max(1, Math.floor(q.timeoutMs))}`,
+    `SET LOCAL idle_in_transaction_session_timeout = ${Math.max(1000, Math.floor(q.timeoutMs) * 2)}`,
+    'SET LOCAL search_path = pg_catalog',
+    "SET LOCAL TimeZone = 'UTC'",
+    ...q.settings,
+  ];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Embedded
+
+/** Build (or reuse) the dump of the demo database under `dir`; returns the gzip tarball. */
+export async function embeddedDemoImage(dir: string, datasets: readonly DatasetDef[]): Promise<Uint8Array> {
+  const fingerprint = demoFingerprint(datasets);
+  const file = path.join(dir, `demo-${fingerprint}.tar.gz`);
+  try {
+    return new Uint8Array(await fs.readFile(file));
+  } catch {
+    /* build it */
+  }
+  const db = await EmbeddedPostgres.start();
+  try {
+    for (const stmt of loadScript(datasets, fingerprint)) await db.exec(stmt);
+    const image = await db.dump();
+    await fs.mkdir(dir, { recursive: true });
+    const tmp = `${file}.${process.pid}.tmp`;
+    await fs.writeFile(tmp, image);
+    await fs.rename(tmp, file);
+    // older images are dead weight
+    for (const f of await fs.readdir(dir)) if (/^demo-[0-9a-f]+\.tar\.gz$/.test(f) && path.join(dir, f) !== file) await fs.rm(path.join(dir, f), { force: true });
+    return image;
+  } finally {
+    await db.close();
+  }
+}
+
+interface Slot {
+  readonly engine: EmbeddedPostgres;
+  busy: boolean;
+  idleTimer?: NodeJS.Timeout;
+}
+
+export interface EmbeddedPoolOptions {
+  /** workers kept warm */
+  readonly min: number;
+  /** workers at most (extra ones start when all are busy, and retire when idle) */
+  readonly max: number;
+  readonly idleRetireMs?: number;
+}
+
+export class EmbeddedDemoEngine implements DemoEngine {
+  readonly kind = 'embedded' as const;
+  private readonly slots: Slot[] = [];
+  private readonly waiters: Array<(slot: Slot) => void> = [];
+  private starting = 0;
+  private closed = false;
+  private readonly image: Uint8Array;
+  private readonly options: Required<EmbeddedPoolOptions>;
+
+  private constructor(image: Uint8Array, options: EmbeddedPoolOptions) {
+    this.image = image;
+    this.options = { idleRetireMs: 60_000, ...options };
+  }
+
+  static async start(image: Uint8Array, options: EmbeddedPoolOptions): Promise<EmbeddedDemoEngine> {
+    const pool = new EmbeddedDemoEngine(image, options);
+    await Promise.all(Array.from({ length: Math.max(1, options.min) }, () => pool.spawn()));
+    return pool;
+  }
+
+  /** number of live workers (for tests and metrics) */
+  get size(): number {
+    return this.slots.length;
+  }
+
+  private async spawn(): Promise<void> {
+    this.starting++;
+    try {
+      const engine = await EmbeddedPostgres.start({ loadDataDir: this.image });
+      if (this.closed) {
+        await engine.terminate();
+        return;
+      }
+      const slot: Slot = { engine, busy: false };
+      this.slots.push(slot);
+      this.release(slot);
+    } finally {
+      this.starting--;
+    }
+  }
+
+  private release(slot: Slot): void {
+    const next = this.waiters.shift();
+    if (next) {
+      slot.busy = true;
+      next(slot);
+      return;
+    }
+    slot.busy = false;
+    if (this.slots.length > this.options.min) {
+      slot.idleTimer = setTimeout(() => {
+        if (!slot.busy && this.slots.length > this.options.min) {
+          this.remove(slot);
+          void slot.engine.close();
+        }
+      }, this.options.idleRetireMs);
+      slot.idleTimer.unref();
+    }
+  }
+
+  private remove(slot: Slot): void {
+    const i = this.slots.indexOf(slot);
+    if (i >= 0) this.slots.splice(i, 1);
+    if (slot.idleTimer) clearTimeout(slot.idleTimer);
+  }
+
+  private acquire(): Promise<Slot> {
+    if (this.closed) return Promise.reject(new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo engine is shutting down'));
+    const idle = this.slots.find((s) => !s.busy && s.engine.alive);
+    if (idle) {
+      idle.busy = true;
+      if (idle.idleTimer) clearTimeout(idle.idleTimer);
+      return Promise.resolve(idle);
+    }
+    const wait = new Promise<Slot>((resolve) => this.waiters.push(resolve));
+    if (this.slots.length + this.starting < this.options.max) this.spawnInBackground();
+    return wait;
+  }
+
+  private spawnInBackground(): void {
+    this.spawn().catch(() => {
+      /* the next acquire or replacement tries again */
+    });
+  }
+
+  async run(q: DemoQuery): Promise<ReadQueryResult> {
+    const started = Date.now();
+    const slot = await this.acquire();
+    const remaining = q.timeoutMs - (Date.now() - started);
+    if (remaining <= 0) {
+      this.release(slot);
+      throw new DemoQueryError('DEMO_ERR_TIMEOUT', `the statement waited ${q.timeoutMs} ms for an engine and was not run`);
+    }
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      // the only way to stop a running statement in PGlite: end its thread
+      void slot.engine.terminate();
+    }, remaining);
+    try {
+      return await slot.engine.read({ preamble: preamble(q), sql: q.sql, maxRows: q.maxRows, maxBytes: q.maxBytes, direct: q.direct });
+    } catch (err) {
+      if (timedOut) throw new DemoQueryError('DEMO_ERR_TIMEOUT', `the statement ran past its ${q.timeoutMs} ms deadline and was cancelled`);
+      if (err instanceof EmbeddedError && err.code === 'EMBEDDED_ERR_SQL') throw new DemoQueryError('DEMO_ERR_SQL', err.message, err.sqlState, err.position);
+      throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo engine failed while running the statement');
+    } finally {
+      clearTimeout(timer);
+      if (slot.engine.alive) {
+        this.release(slot);
+      } else {
+        this.remove(slot);
+        if (!this.closed && this.slots.length + this.starting < this.options.min) this.spawnInBackground();
+        else if (!this.closed && this.waiters.length > 0 && this.slots.length + this.starting < this.options.max) this.spawnInBackground();
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const w of this.waiters.splice(0)) void w; // waiters are abandoned; their requests end with the server
+    await Promise.all(this.slots.splice(0).map((s) => (s.busy ? s.engine.terminate() : s.engine.close())));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// External PostgreSQL
+
+const INT8_OID = 20;
+const pgTypes = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+    oid === INT8_OID ? (v: string) => v : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
+};
+
+export class PostgresDemoEngine implements DemoEngine {
+  readonly kind = 'postgres' as const;
+  private readonly pool: pg.Pool;
+
+  private constructor(pool: pg.Pool) {
+    this.pool = pool;
+  }
+
+  /** Connect, and load the demo data when the database does not hold this version of it. */
+  static async start(url: string, datasets: readonly DatasetDef[], poolSize = 10): Promise<PostgresDemoEngine> {
+    const pool = new pg.Pool({ connectionString: url, max: poolSize, types: pgTypes, application_name: 'svc-demo' });
+    const fingerprint = demoFingerprint(datasets);
+    const c = await pool.connect();
+    try {
+      await c.query('SELECT pg_advisory_lock(7361002)');
+      const present = await c.query<{ fingerprint: string }>(
+        `SELECT fingerprint FROM svc_meta.demo_version WHERE to_regclass('svc_meta.demo_version') IS NOT NULL`,
+      ).catch(() => ({ rows: [] as { fingerprint: string }[] }));
+      if (present.rows[0]?.fingerprint !== fingerprint) {
+        await c.query('BEGIN');
+        for (const stmt of loadScript(datasets, fingerprint)) await c.query(stmt);
+        await c.query('COMMIT');
+      }
+    } catch (err) {
+      await c.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    } finally {
+      await c.query('SELECT pg_advisory_unlock(7361002)').catch(() => undefined);
+      c.release();
+    }
+    return new PostgresDemoEngine(pool);
+  }
+
+  async run(q: DemoQuery): Promise<ReadQueryResult> {
+    const c = await this.pool.connect();
+    let broken = false;
+    try {
+      await c.query('BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY');
+      for (const stmt of preamble(q)) await c.query(stmt);
+      const first = q.direct ? await c.query({ text: q.sql, rowMode: 'array' }) : (await c.query(`DECLARE svc_cursor NO SCROLL CURSOR FOR ${q.sql}`), undefined);
+      let collector: RowCollector | undefined;
+      const columnsOf = (fields: readonly { name: string; dataTypeID: number }[]): ColumnInfo[] => {
+        const names = uniqueColumnNames(fields.map((f) => f.name));
+        return fields.map((f, i) => ({ name: names[i] as string, type_oid: f.dataTypeID }));
+      };
+      let columns: ColumnInfo[] = [];
+      if (first) {
+        columns = columnsOf(first.fields);
+        collector = new RowCollector(columns, q.maxRows, q.maxBytes);
+        for (const row of first.rows as unknown[][]) if (!collector.add(row)) break;
+      } else {
+        for (;;) {
+          const batch = await c.query({ text: 'FETCH 500 FROM svc_cursor', rowMode: 'array' });
+          if (!collector) {
+            columns = columnsOf(batch.fields);
+            collector = new RowCollector(columns, q.maxRows, q.maxBytes);
+          }
+          let more = true;
+          for (const row of batch.rows as unknown[][]) if (!collector.add(row)) { more = false; break; }
+          if (!more || batch.rows.length < 500) break;
+        }
+      }
+      const col = collector as RowCollector;
+      return { columns, rows: col.rows, truncated: col.truncated, bytes: col.bytes };
+    } catch (err) {
+      const e = err as { code?: string; message?: string; position?: string };
+      if (e.code === '57014') throw new DemoQueryError('DEMO_ERR_TIMEOUT', `the statement ran past its ${q.timeoutMs} ms deadline and was cancelled at the database`, e.code);
+      if (typeof e.code === 'string') throw new DemoQueryError('DEMO_ERR_SQL', e.message ?? 'database error', e.code, e.position ? Number(e.position) : undefined);
+      broken = true;
+      throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo database is unreachable');
+    } finally {
+      await c.query('ROLLBACK').catch(() => {
+        broken = true;
+      });
+      c.release(broken);
+    }
+  }
+
+  close(): Promise<void> {
+    return this.pool.end();
+  }
+}
+
+export interface DemoEngineOptions {
+  readonly demoDatabaseUrl: string | undefined;
+  readonly dataDir: string;
+  readonly workers: number;
+  readonly datasets: readonly DatasetDef[];
+  /** an already-built image (tests share one) */
+  readonly image?: Uint8Array;
+}
+
+export async function startDemoEngine(o: DemoEngineOptions): Promise<DemoEngine> {
+  if (o.demoDatabaseUrl) return PostgresDemoEngine.start(o.demoDatabaseUrl, o.datasets);
+  const image = o.image ?? (await embeddedDemoImage(path.join(o.dataDir, 'demo'), o.datasets));
+  return EmbeddedDemoEngine.start(image, { min: o.workers, max: Math.max(o.workers * 2, o.workers + 1) });
+}

@@ -1,0 +1,79 @@
+/**
+ * The one place errors become responses: `{"error": {"code", "message", "details"?, "request_id"}}`
+ * with the contract's status. Bad input is never a 500, and no stack trace ever leaves.
+ */
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { API_ERRORS, ApiError, isApiError, type ApiErrorCode } from '../errors.js';
+
+export interface ErrorBody {
+  error: { code: ApiErrorCode; message: string; details?: Record<string, unknown>; request_id: string };
+}
+
+export function sendError(reply: FastifyReply, req: FastifyRequest, err: ApiError): FastifyReply {
+  const body: ErrorBody = { error: { code: err.code, message: err.message, request_id: String(req.id) } };
+  if (err.details && Object.keys(err.details).length > 0) body.error.details = err.details;
+  if (err.headers) for (const [k, v] of Object.entries(err.headers)) void reply.header(k, v);
+  return reply.code(API_ERRORS[err.code].status).type('application/json; charset=utf-8').send(body);
+}
+
+interface ValidationIssue {
+  instancePath?: string;
+  message?: string;
+  keyword?: string;
+  params?: Record<string, unknown>;
+}
+
+function fieldOf(issue: ValidationIssue, context: string | undefined): string {
+  const path = (issue.instancePath ?? '').replace(/^\//, '').replace(/\//g, '.');
+  const extra = issue.params?.['additionalProperty'] ?? issue.params?.['missingProperty'];
+  const field = [path, typeof extra === 'string' ? extra : ''].filter(Boolean).join('.');
+  return field || (context ?? 'body');
+}
+
+/** Fastify's own errors (validation, parsing, limits) mapped onto the contract. */
+export function toApiError(err: FastifyError & { validation?: ValidationIssue[]; validationContext?: string }): ApiError {
+  if (isApiError(err)) return err;
+  if (err.validation && err.validation.length > 0) {
+    const issue = err.validation[0] as ValidationIssue;
+    const field = fieldOf(issue, err.validationContext);
+    let problem = issue.message ?? 'is invalid';
+    if (issue.keyword === 'additionalProperties') problem = 'is not a known field';
+    if (issue.keyword === 'required') problem = 'is required';
+    return new ApiError('invalid_request', `${err.validationContext ?? 'body'} field ${JSON.stringify(field)} ${problem}`, {
+      field,
+      problem,
+      in: err.validationContext ?? 'body',
+    });
+  }
+  switch (err.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new ApiError('payload_too_large', 'the request body is over the size limit; send a smaller statement or body');
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new ApiError('unsupported_media_type', 'send the body as JSON with Content-Type: application/json');
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return new ApiError('invalid_request', 'the body is empty; send a JSON object', { field: 'body' });
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return new ApiError('invalid_request', 'Content-Length does not match the body');
+    default:
+      break;
+  }
+  if (err instanceof SyntaxError || err.code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
+    return new ApiError('invalid_request', 'the body is not valid JSON', { field: 'body' });
+  }
+  const status = typeof err.statusCode === 'number' ? err.statusCode : 500;
+  if (status === 413) return new ApiError('payload_too_large', 'the request body is over the size limit');
+  if (status === 415) return new ApiError('unsupported_media_type', 'send the body as JSON with Content-Type: application/json');
+  if (status >= 400 && status < 500) return new ApiError('invalid_request', err.message || 'the request is invalid');
+  return new ApiError('internal_error', 'an unexpected error occurred; retry, and quote the request_id if it persists');
+}
+
+export function registerErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((error: FastifyError, req, reply) => {
+    const api = toApiError(error);
+    if (api.status >= 500) req.log.error({ err: { message: error.message, code: error.code, stack: error.stack } }, 'request failed');
+    return sendError(reply, req, api);
+  });
+  app.setNotFoundHandler((req, reply) =>
+    sendError(reply, req, new ApiError('not_found', `no route ${req.method} ${req.url.split('?')[0]}; the API is described at /openapi.json`)),
+  );
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env node
+/** `npm start`: validate config, build, listen; drain and close on SIGTERM/SIGINT. */
+import { buildApp } from './app.js';
+import { ConfigError, loadConfig } from './config.js';
+
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`svc: ${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  const started = Date.now();
+  const { app, demoReady } = await buildApp(config);
+  await app.listen({ host: config.host, port: config.port });
+  app.log.info({ url: config.publicUrl, ms: Date.now() - started }, 'svc control plane ready');
+  demoReady.then(
+    () => app.log.info({ ms: Date.now() - started }, 'demo datasets ready'),
+    (err: unknown) => app.log.error({ err: { message: (err as Error).message } }, 'demo datasets failed to load'),
+  );
+
+  let closing = false;
+  const shutdown = (signal: string): void => {
+    if (closing) return;
+    closing = true;
+    app.log.info({ signal }, 'shutting down');
+    const force = setTimeout(() => process.exit(1), 15_000);
+    force.unref();
+    app.close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`svc: failed to start: ${(err as Error).message}\n`);
+  process.exit(1);
+});

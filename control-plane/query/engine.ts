@@ -1,0 +1,194 @@
+/**
+ * The query path: connection → parse, check, rewrite → admit (bill) → execute → settle → audit.
+ * Every outcome, refused or not, is appended to the connection's audit chain; no row data is.
+ */
+import { appendEvent } from '../audit/index.js';
+import { refund, reserve, settle, centsFromNc, type Reservation } from '../billing/index.js';
+import type { Catalogue, Interval, ParsedScopes, Target } from '../catalogue/index.js';
+import { parseScopes } from '../catalogue/index.js';
+import type { Limits } from '../config.js';
+import { assertUsable, getConnection, type ConnectionRow } from '../connections/index.js';
+import { DemoQueryError, type DemoEngine } from '../demo/engine.js';
+import { quoteIdent, quoteLiteral } from '../demo/load.js';
+import type { ColumnInfo, Row } from '../embedded/index.js';
+import { ApiError, isApiError } from '../errors.js';
+import type { Store } from '../store/index.js';
+import { checkAndRewrite, SqlPolicyError, type ScopedTable, type SqlPolicy } from './sql/index.js';
+
+export interface QueryDeps {
+  readonly store: Store;
+  readonly catalogue: Catalogue;
+  readonly demo: () => Promise<DemoEngine>;
+  readonly limits: Limits;
+}
+
+export interface ScopeApplied {
+  readonly target_id: string;
+  readonly scopes: readonly string[];
+  readonly tables_allowed: readonly string[] | '*';
+  readonly tables_read: readonly string[];
+  /** per table read: the row predicate enforced beneath the statement, or null for every row */
+  readonly row_filters: Readonly<Record<string, string | null>>;
+  readonly periods: readonly Interval[];
+  readonly limits: { readonly max_rows: number; readonly max_bytes: number; readonly timeout_ms: number };
+}
+
+export interface QueryResponse {
+  readonly rows: readonly Row[];
+  readonly columns: readonly { name: string; type_oid: number }[];
+  readonly row_count: number;
+  readonly truncated: boolean;
+  readonly cost_cents: number;
+  readonly bytes_egressed: number;
+  readonly billed_to: 'trial' | 'wallet';
+  readonly audit_event_id: string;
+  readonly scope_applied: ScopeApplied;
+  readonly duration_ms: number;
+}
+
+/** The row predicate `period:` scopes put on a table's time column (a union of half-open intervals). */
+export function periodPredicate(column: string, periods: readonly Interval[]): string | null {
+  if (periods.length === 0) return null;
+  const col = quoteIdent(column);
+  const parts = periods.map((p) => `(${col} >= ${quoteLiteral(p.start)}::timestamptz AND ${col} < ${quoteLiteral(p.end)}::timestamptz)`);
+  return parts.length === 1 ? (parts[0] as string) : `(${parts.join(' OR ')})`;
+}
+
+export function demoPolicy(target: Target, scopes: ParsedScopes): SqlPolicy {
+  const dataset = target.dataset;
+  if (!dataset) throw new Error(`${target.id} is not a demo target`);
+  const allowed = new Map<string, ScopedTable>();
+  for (const t of dataset.tables) {
+    if (scopes.read !== 'all' && !scopes.read.has(t.name)) continue;
+    allowed.set(t.name, {
+      name: t.name,
+      schema: dataset.schema,
+      table: t.name,
+      predicate: t.timeColumn ? periodPredicate(t.timeColumn, scopes.periods) : null,
+    });
+  }
+  return { allowed, known: dataset.tables.map((t) => t.name), schemas: [dataset.schema] };
+}
+
+function scopeApplied(target: Target, scopes: ParsedScopes, policy: SqlPolicy, tablesRead: readonly string[], limits: Limits): ScopeApplied {
+  const filters: Record<string, string | null> = {};
+  for (const name of tablesRead) filters[name] = policy.allowed.get(name)?.predicate ?? null;
+  return {
+    target_id: target.id,
+    scopes: scopes.normalized,
+    tables_allowed: scopes.read === 'all' ? '*' : [...policy.allowed.keys()].sort(),
+    tables_read: tablesRead,
+    row_filters: filters,
+    periods: scopes.periods,
+    limits: { max_rows: limits.maxRows, max_bytes: limits.maxResultBytes, timeout_ms: limits.queryTimeoutMs },
+  };
+}
+
+function translate(err: unknown): ApiError {
+  if (isApiError(err)) return err;
+  if (err instanceof SqlPolicyError) {
+    return err.code === 'invalid_sql'
+      ? new ApiError('invalid_sql', `${err.message}${err.position !== undefined ? ` (at character ${err.position + 1})` : ''}`, { ...err.detail, ...(err.position !== undefined ? { position: err.position } : {}) })
+      : new ApiError('scope_violation', err.message, { ...err.detail });
+  }
+  if (err instanceof DemoQueryError) {
+    if (err.code === 'DEMO_ERR_TIMEOUT') return new ApiError('query_timeout', `${err.message}; narrow the query (filters, LIMIT, aggregates)`);
+    if (err.code === 'DEMO_ERR_UNAVAILABLE') return new ApiError('service_unavailable', `${err.message}; retry shortly`);
+    if (err.sqlState === '42501' || err.sqlState === '25006') return new ApiError('scope_violation', `the database refused the statement: ${err.message}`);
+    return new ApiError('invalid_sql', `the database rejected the statement: ${err.message}`, { sqlstate: err.sqlState, ...(err.position !== undefined ? { position: err.position } : {}) });
+  }
+  return new ApiError('internal_error', 'the query failed unexpectedly');
+}
+
+export async function runQuery(deps: QueryDeps, orgId: string, connectionId: string, sqlText: string): Promise<QueryResponse> {
+  const started = Date.now();
+  const conn: ConnectionRow = await getConnection(deps.store, orgId, connectionId);
+  const base = { type: 'query', org_id: orgId, sql: sqlText };
+  const fail = async (err: unknown, extra: Record<string, unknown> = {}): Promise<never> => {
+    const api = translate(err);
+    const outcome = api.status === 402 || api.status === 403 || api.status === 410 || api.code === 'invalid_sql' ? 'refused' : 'error';
+    const event = await deps.store.tx((sql) =>
+      appendEvent(sql, conn.id, { ...base, ...extra, outcome, error_code: api.code, duration_ms: Date.now() - started }),
+    );
+    throw new ApiError(api.code, api.message, { ...(api.details ?? {}), audit_event_id: event.id }, api.headers);
+  };
+
+  let target: Target | undefined;
+  let scopes: ParsedScopes;
+  let policy: SqlPolicy;
+  let checked: ReturnType<typeof checkAndRewrite>;
+  try {
+    assertUsable(conn);
+    target = deps.catalogue.target(conn.target_id);
+    if (!target) throw new ApiError('internal_error', 'the connection names a target that no longer exists');
+    if (!target.queryable || !target.dataset) {
+      throw new ApiError('not_implemented', `queries on the live target ${target.id} are not available in this version yet; demo targets are queryable now (GET /v1/connections/targets)`, { target_id: target.id });
+    }
+    scopes = parseScopes(target, conn.scopes);
+    policy = demoPolicy(target, scopes);
+    checked = checkAndRewrite(sqlText, policy);
+  } catch (err) {
+    return fail(err);
+  }
+
+  const applied = scopeApplied(target, scopes, policy, checked.tables, deps.limits);
+  let reservation: Reservation;
+  try {
+    reservation = await reserve(deps.store, orgId, deps.limits.maxResultBytes);
+  } catch (err) {
+    return fail(err, { tables: checked.tables });
+  }
+
+  let result;
+  try {
+    const engine = await deps.demo();
+    result = await engine.run({
+      sql: checked.sql,
+      direct: checked.kind === 'explain',
+      settings: [],
+      timeoutMs: deps.limits.queryTimeoutMs,
+      maxRows: deps.limits.maxRows,
+      maxBytes: deps.limits.maxResultBytes,
+    });
+  } catch (err) {
+    await deps.store.tx((sql) => refund(sql, reservation));
+    return fail(err, { tables: checked.tables, sql_executed: checked.sql });
+  }
+
+  const { event, costNc } = await deps.store.tx(async (sql) => {
+    const costNc = await settle(sql, reservation, result.bytes);
+    await sql.query('UPDATE connections SET queries = queries + 1, bytes_egressed = bytes_egressed + $2, last_query_at = $3 WHERE id = $1', [
+      conn.id,
+      result.bytes,
+      new Date().toISOString(),
+    ]);
+    const event = await appendEvent(sql, conn.id, {
+      ...base,
+      outcome: 'ok',
+      error_code: null,
+      sql_executed: checked.sql,
+      tables: checked.tables,
+      row_filters: applied.row_filters,
+      row_count: result.rows.length,
+      truncated: result.truncated,
+      bytes_egressed: result.bytes,
+      cost_cents: centsFromNc(costNc),
+      billed_to: reservation.payer,
+      duration_ms: Date.now() - started,
+    });
+    return { event, costNc };
+  });
+
+  return {
+    rows: result.rows,
+    columns: result.columns.map((c: ColumnInfo) => ({ name: c.name, type_oid: c.type_oid })),
+    row_count: result.rows.length,
+    truncated: result.truncated,
+    cost_cents: centsFromNc(costNc),
+    bytes_egressed: result.bytes,
+    billed_to: reservation.payer,
+    audit_event_id: event.id,
+    scope_applied: applied,
+    duration_ms: Date.now() - started,
+  };
+}

@@ -1,0 +1,98 @@
+import { Type } from 'typebox';
+import { signup } from '../accounts/index.js';
+import { billingConfig, centsFromNc, topup, usage, TOPUP_MAX_CENTS, TOPUP_MIN_CENTS, TRIAL } from '../billing/index.js';
+import { ApiError } from '../errors.js';
+import { principalOf } from '../http/auth.js';
+import { type App, type Services, ErrorSchema, errors } from './context.js';
+
+const Name = Type.String({ minLength: 1, maxLength: 200, pattern: '\\S' });
+
+export function accountRoutes(app: App, s: Services): void {
+  app.post(
+    '/v1/agent/account',
+    {
+      config: { public: true },
+      schema: {
+        summary: 'Create an account headlessly and receive an agent key (shown once)',
+        tags: ['accounts'],
+        body: Type.Object({ orgName: Name, agentName: Name, headless: Type.Optional(Type.Boolean()) }, { additionalProperties: false }),
+        response: {
+          201: Type.Object({
+            apiKey: Type.String(),
+            orgId: Type.String(),
+            agentId: Type.String(),
+            trial: Type.Object({ queries: Type.Integer(), egressBytes: Type.Integer(), days: Type.Integer(), creditCents: Type.Number() }),
+            expiresAt: Type.String(),
+            note: Type.String(),
+          }),
+          400: ErrorSchema,
+        },
+      },
+    },
+    async (req, reply) => {
+      const r = await signup(s.store, req.body.orgName.trim(), req.body.agentName.trim());
+      return reply.code(201).send({
+        apiKey: r.apiKey,
+        orgId: r.orgId,
+        agentId: r.agentId,
+        trial: { queries: TRIAL.queries, egressBytes: TRIAL.egressBytes, days: TRIAL.days, creditCents: centsFromNc(TRIAL.creditNc) },
+        expiresAt: r.trialExpiresAt,
+        note: 'Store apiKey now: it is shown once and only its hash is kept. Send it as "Authorization: Bearer <apiKey>".',
+      });
+    },
+  );
+
+  app.get(
+    '/v1/agent/account/usage',
+    { schema: { summary: 'Usage metering of the account', tags: ['billing'], response: { ...errors() } } },
+    async (req) => usage(s.store, principalOf(req).orgId),
+  );
+
+  app.get(
+    '/v1/agent/billing/config',
+    { schema: { summary: 'Prices and trial limits', tags: ['billing'], response: { ...errors() } } },
+    async () => billingConfig(s.config.limits.maxResultBytes),
+  );
+
+  app.post(
+    '/v1/agent/topup',
+    {
+      schema: {
+        summary: 'Credit the prepaid wallet (sandbox: no card processor) and optionally set auto-reload',
+        tags: ['billing'],
+        body: Type.Object(
+          {
+            amount_cents: Type.Integer({ minimum: 0, maximum: TOPUP_MAX_CENTS }),
+            auto_reload: Type.Optional(
+              Type.Union([
+                Type.Object(
+                  {
+                    threshold_cents: Type.Integer({ minimum: 1, maximum: TOPUP_MAX_CENTS }),
+                    amount_cents: Type.Integer({ minimum: TOPUP_MIN_CENTS, maximum: TOPUP_MAX_CENTS }),
+                  },
+                  { additionalProperties: false },
+                ),
+                Type.Null(),
+              ]),
+            ),
+          },
+          { additionalProperties: false },
+        ),
+        response: { ...errors(400) },
+      },
+    },
+    async (req) => {
+      const { amount_cents: amount, auto_reload: autoReload } = req.body;
+      if (amount !== 0 && amount < TOPUP_MIN_CENTS) {
+        throw new ApiError('invalid_request', `amount_cents must be at least ${TOPUP_MIN_CENTS} (or 0 to only change auto_reload)`, { field: 'amount_cents' });
+      }
+      if (amount === 0 && autoReload === undefined) {
+        throw new ApiError('invalid_request', `amount_cents must be at least ${TOPUP_MIN_CENTS}`, { field: 'amount_cents' });
+      }
+      const orgId = principalOf(req).orgId;
+      const balance = await topup(s.store, orgId, amount, autoReload);
+      const u = await usage(s.store, orgId);
+      return { credited_cents: amount, wallet_balance_cents: centsFromNc(balance), auto_reload: u['auto_reload'] };
+    },
+  );
+}

@@ -1,0 +1,87 @@
+import { Type } from 'typebox';
+import { connectionRecord, createConnection, getConnection, listConnections, revokeConnection, TTL_MAX, TTL_MIN } from '../connections/index.js';
+import { principalOf } from '../http/auth.js';
+import { runQuery } from '../query/engine.js';
+import { type App, type Services, ErrorSchema, errors } from './context.js';
+
+const ConnectionId = Type.Object({ connection_id: Type.String({ maxLength: 200 }) });
+
+export function connectionRoutes(app: App, s: Services): void {
+  app.post(
+    '/v1/connections',
+    {
+      schema: {
+        summary: 'Open a scoped connection to a target',
+        tags: ['connections'],
+        body: Type.Object(
+          {
+            target_id: Type.String({ minLength: 1, maxLength: 200 }),
+            scopes: Type.Array(Type.String({ minLength: 1, maxLength: 300 }), { minItems: 1, maxItems: 64 }),
+            tier: Type.Optional(Type.String({ minLength: 1, maxLength: 50 })),
+            ttl_seconds: Type.Optional(Type.Integer({ minimum: TTL_MIN, maximum: TTL_MAX })),
+          },
+          { additionalProperties: false },
+        ),
+        response: { 201: Type.Object({ connectionId: Type.String(), audit_genesis_hash: Type.String(), expires_at: Type.String() }, { additionalProperties: true }), ...errors(400, 404) },
+      },
+    },
+    async (req, reply) => {
+      const row = await createConnection(s.store, s.catalogue, principalOf(req).orgId, req.body);
+      return reply.code(201).send(connectionRecord(row) as { connectionId: string; audit_genesis_hash: string; expires_at: string });
+    },
+  );
+
+  app.get(
+    '/v1/connections',
+    {
+      schema: {
+        summary: 'List connections, newest first',
+        tags: ['connections'],
+        querystring: Type.Object(
+          {
+            status: Type.Optional(Type.Union([Type.Literal('active'), Type.Literal('expired'), Type.Literal('revoked')])),
+            limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,4}$' })),
+            cursor: Type.Optional(Type.String({ maxLength: 200 })),
+          },
+          { additionalProperties: false },
+        ),
+        response: { ...errors(400) },
+      },
+    },
+    async (req) => {
+      const limit = Math.min(Math.max(Number(req.query.limit ?? 100), 1), 500);
+      const page = await listConnections(s.store, principalOf(req).orgId, { status: req.query.status, limit, before: req.query.cursor });
+      return { connections: page.connections.map(connectionRecord), next_cursor: page.next_cursor };
+    },
+  );
+
+  app.get(
+    '/v1/connections/:connection_id',
+    { schema: { summary: 'One connection', tags: ['connections'], params: ConnectionId, response: { ...errors(404) } } },
+    async (req) => connectionRecord(await getConnection(s.store, principalOf(req).orgId, req.params.connection_id)),
+  );
+
+  app.post(
+    '/v1/connections/:connection_id/revoke',
+    { schema: { summary: 'Revoke a connection (idempotent)', tags: ['connections'], params: ConnectionId, response: { ...errors(404) } } },
+    async (req) => {
+      const p = principalOf(req);
+      return connectionRecord(await revokeConnection(s.store, p.orgId, req.params.connection_id, p.keyId));
+    },
+  );
+
+  app.post(
+    '/v1/connections/:connection_id/query',
+    {
+      schema: {
+        summary: 'Run one read statement, rewritten to the connection scopes; metered and audited',
+        tags: ['queries'],
+        params: ConnectionId,
+        body: Type.Object({ sql: Type.String({ minLength: 1, maxLength: 100_000 }) }, { additionalProperties: false }),
+        response: { ...errors(400, 402, 403, 404, 410, 413, 503, 504) },
+      },
+    },
+    async (req) =>
+      runQuery({ store: s.store, catalogue: s.catalogue, demo: s.demo, limits: s.config.limits }, principalOf(req).orgId, req.params.connection_id, req.body.sql),
+  );
+}

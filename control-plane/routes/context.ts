@@ -1,0 +1,38 @@
+import type { FastifyBaseLogger, FastifyInstance, RawReplyDefaultExpression, RawRequestDefaultExpression, RawServerDefault } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type, type TSchema } from 'typebox';
+import type { Catalogue } from '../catalogue/index.js';
+import type { Config } from '../config.js';
+import type { DemoEngine } from '../demo/engine.js';
+import type { Store } from '../store/index.js';
+
+export type App = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, FastifyBaseLogger, TypeBoxTypeProvider>;
+
+/** What every route plugin is given. */
+export interface Services {
+  readonly config: Config;
+  readonly store: Store;
+  readonly catalogue: Catalogue;
+  /** resolves once the demo engine is ready (it warms up in the background at start) */
+  readonly demo: () => Promise<DemoEngine>;
+}
+
+export const ErrorSchema = Type.Object(
+  {
+    error: Type.Object({
+      code: Type.String(),
+      message: Type.String(),
+      details: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+      request_id: Type.Optional(Type.String()),
+    }),
+  },
+  { $id: 'Error' },
+);
+
+/** Response schemas for the error statuses a route may answer. */
+export function errors(...statuses: number[]): Record<number, TSchema> {
+  // 200 bodies are described per route in the OpenAPI document; serialised as plain JSON
+  const out: Record<number, TSchema> = { 200: Type.Unknown() };
+  for (const s of [401, ...statuses]) out[s] = ErrorSchema;
+  return out;
+}

@@ -1,0 +1,46 @@
+import fs from 'node:fs/promises';
+import { EmbeddedPostgres } from '../embedded/index.js';
+import type { Row, Sql, Store } from './types.js';
+
+/** The store in an embedded PGlite under a data directory (its own worker thread). */
+export async function openEmbeddedStore(dir: string, template?: Uint8Array): Promise<Store> {
+  await fs.mkdir(dir, { recursive: true });
+  const fresh = (await fs.readdir(dir)).length === 0;
+  const engine = await EmbeddedPostgres.start(fresh && template ? { dataDir: dir, loadDataDir: template } : { dataDir: dir });
+  return storeOver(engine);
+}
+
+function storeOver(engine: EmbeddedPostgres): Store {
+  return {
+    kind: 'embedded',
+    query: <T extends object = Row>(text: string, params: readonly unknown[] = []) => engine.query(text, params) as Promise<T[]>,
+    tx: <T>(fn: (sql: Sql) => Promise<T>) =>
+      engine.exclusive(async (s) => {
+        await s.exec('BEGIN');
+        const sql: Sql = { query: <R extends object = Row>(text: string, params: readonly unknown[] = []) => s.query(text, params) as Promise<R[]> };
+        try {
+          const result = await fn(sql);
+          await s.exec('COMMIT');
+          return result;
+        } catch (err) {
+          if (engine.alive) await s.exec('ROLLBACK');
+          throw err;
+        }
+      }),
+    close: () => engine.close(),
+  };
+}
+
+/**
+ * A dump of a fresh, fully migrated embedded store: starting a new data dir from it skips initdb
+ * and the migrations (tests start many stores).
+ */
+export async function buildEmbeddedTemplate(migrateFn: (store: Store) => Promise<unknown>): Promise<Uint8Array> {
+  const engine = await EmbeddedPostgres.start();
+  try {
+    await migrateFn(storeOver(engine));
+    return await engine.dump();
+  } finally {
+    await engine.close();
+  }
+}

@@ -1,0 +1,118 @@
+/**
+ * Versioned migrations, the same SQL for PGlite and PostgreSQL. Applied in order at start-up under
+ * an advisory lock, each in its own transaction, so several replicas starting at once are safe.
+ * Never edit a released migration: add the next one.
+ */
+import { StoreError, type Store } from './types.js';
+
+export interface Migration {
+  readonly version: number;
+  readonly name: string;
+  readonly sql: string;
+}
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    name: 'accounts, keys, connections, audit, ledger',
+    sql: `
+CREATE TABLE orgs (
+  id                      text PRIMARY KEY,
+  name                    text NOT NULL,
+  created_at              timestamptz NOT NULL,
+  trial_expires_at        timestamptz NOT NULL,
+  trial_queries_used      integer NOT NULL DEFAULT 0,
+  trial_egress_used       bigint  NOT NULL DEFAULT 0,
+  trial_spent_nc          bigint  NOT NULL DEFAULT 0,
+  wallet_nc               bigint  NOT NULL DEFAULT 0 CHECK (wallet_nc >= 0),
+  wallet_held_nc          bigint  NOT NULL DEFAULT 0 CHECK (wallet_held_nc >= 0),
+  auto_reload_threshold_nc bigint,
+  auto_reload_amount_nc   bigint,
+  queries_total           bigint  NOT NULL DEFAULT 0,
+  egress_total            bigint  NOT NULL DEFAULT 0,
+  list_spend_nc           bigint  NOT NULL DEFAULT 0,
+  wallet_spend_nc         bigint  NOT NULL DEFAULT 0
+);
+
+CREATE TABLE agent_keys (
+  id           text PRIMARY KEY,
+  org_id       text NOT NULL REFERENCES orgs(id),
+  agent_name   text NOT NULL,
+  key_hash     text NOT NULL UNIQUE,
+  created_at   timestamptz NOT NULL,
+  last_used_at timestamptz,
+  revoked_at   timestamptz
+);
+
+CREATE TABLE connections (
+  id            text PRIMARY KEY,
+  org_id        text NOT NULL REFERENCES orgs(id),
+  target_id     text NOT NULL,
+  scopes        jsonb NOT NULL,
+  tier          text NOT NULL,
+  ttl_seconds   integer NOT NULL,
+  created_at    timestamptz NOT NULL,
+  expires_at    timestamptz NOT NULL,
+  revoked_at    timestamptz,
+  genesis_hash  text NOT NULL,
+  head_hash     text NOT NULL,
+  head_seq      integer NOT NULL DEFAULT 0,
+  queries       bigint NOT NULL DEFAULT 0,
+  bytes_egressed bigint NOT NULL DEFAULT 0,
+  last_query_at timestamptz
+);
+CREATE INDEX connections_org ON connections (org_id, created_at DESC);
+
+CREATE TABLE audit_events (
+  connection_id text NOT NULL REFERENCES connections(id),
+  seq           integer NOT NULL,
+  event_id      text NOT NULL UNIQUE,
+  body          text NOT NULL,
+  hash          text NOT NULL,
+  PRIMARY KEY (connection_id, seq)
+);
+
+CREATE TABLE ledger (
+  id              bigserial PRIMARY KEY,
+  org_id          text NOT NULL REFERENCES orgs(id),
+  kind            text NOT NULL,
+  amount_nc       bigint NOT NULL,
+  balance_after_nc bigint NOT NULL,
+  created_at      timestamptz NOT NULL,
+  note            text
+);
+CREATE INDEX ledger_org ON ledger (org_id, id);
+`,
+  },
+];
+
+/** Apply every migration not yet applied; returns the versions applied now. */
+export async function migrate(store: Store, migrations: readonly Migration[] = MIGRATIONS): Promise<number[]> {
+  await store.query(`CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
+  const applied: number[] = [];
+  for (const m of migrations) {
+    try {
+      const done = await store.tx(async (sql) => {
+        // one migrator at a time across replicas
+        await sql.query('SELECT pg_advisory_xact_lock(7361001)');
+        const rows = await sql.query('SELECT 1 FROM schema_migrations WHERE version = $1', [m.version]);
+        if (rows.length > 0) return false;
+        for (const statement of splitStatements(m.sql)) await sql.query(statement);
+        await sql.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [m.version, m.name]);
+        return true;
+      });
+      if (done) applied.push(m.version);
+    } catch (err) {
+      throw new StoreError('STORE_ERR_MIGRATION', `migration ${m.version} (${m.name}) failed: ${(err as Error).message}`, { cause: err });
+    }
+  }
+  return applied;
+}
+
+/** Our migrations hold no semicolons inside literals or bodies, so splitting on `;` at line ends is exact. */
+function splitStatements(sql: string): string[] {
+  return sql
+    .split(/;\s*(?:\n|$)/)
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
+}

@@ -1,0 +1,23 @@
+/** The control plane's state store: one SQL dialect (PostgreSQL), two engines. */
+
+export type Row = Record<string, unknown>;
+
+export interface Sql {
+  query<T extends object = Row>(text: string, params?: readonly unknown[]): Promise<T[]>;
+}
+
+export interface Store extends Sql {
+  readonly kind: 'embedded' | 'postgres';
+  /** Run `fn` in one transaction; it commits when `fn` resolves and rolls back when it throws. */
+  tx<T>(fn: (sql: Sql) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+export class StoreError extends Error {
+  readonly code: 'STORE_ERR_OPEN' | 'STORE_ERR_MIGRATION';
+  constructor(code: StoreError['code'], message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'StoreError';
+    this.code = code;
+  }
+}

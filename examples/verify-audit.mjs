@@ -1,0 +1,21 @@
+#!/usr/bin/env node
+// Verify an svc audit export offline: node verify-audit.mjs <export.jsonl> [audit_genesis_hash]
+// Needs nothing but Node.js. Implements the algorithm published in the README.
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+
+const canon = (v) =>
+  v === null || typeof v !== 'object' ? JSON.stringify(v)
+  : Array.isArray(v) ? `[${v.map(canon).join(',')}]`
+  : `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canon(v[k])}`).join(',')}}`;
+const sha256 = (s) => createHash('sha256').update(s, 'utf8').digest('hex');
+
+const [file, genesis] = process.argv.slice(2);
+const events = readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
+let prev = genesis ?? events[0]?.prev_hash;
+for (const [i, { hash, ...event }] of events.entries()) {
+  const ok = event.seq === i + 1 && event.prev_hash === prev && sha256(`${prev}\n${canon(event)}`) === hash;
+  if (!ok) { console.log(JSON.stringify({ verified: false, events_checked: i + 1, broken_at: i + 1 })); process.exit(1); }
+  prev = hash;
+}
+console.log(JSON.stringify({ verified: true, events_checked: events.length, broken_at: null, head: prev }));

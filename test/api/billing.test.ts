@@ -1,0 +1,125 @@
+import t from 'tap';
+import { api, openConnection, signupAgent, startServer, type TestServer } from '../helpers/server.js';
+
+let srv: TestServer;
+t.before(async () => {
+  srv = await startServer();
+});
+t.teardown(() => srv.close());
+
+type Usage = {
+  queries: number;
+  egress_bytes: number;
+  spend_cents: number;
+  wallet_balance_cents: number;
+  trial: { active: boolean; queries_left: number; egress_bytes_left: number; expires_at: string };
+  auto_reload: { threshold_cents: number; amount_cents: number } | null;
+};
+type Q = { billed_to: string; cost_cents: number; bytes_egressed: number; error?: { code: string; message: string } };
+
+t.test('billing config states the contract prices and trial', async (t) => {
+  const a = await signupAgent(srv.url);
+  const r = await api<Record<string, unknown>>(srv.url, 'GET', '/v1/agent/billing/config', { key: a.key });
+  t.equal(r.status, 200);
+  t.match(r.body, {
+    price_per_query_cents: 0.5,
+    price_per_gb_egress_cents: 8,
+    gb_bytes: 1_000_000_000,
+    trial: { queries: 100, egress_bytes: 5_000_000, duration_days: 7, credit_cents: 100, card_required: false },
+  });
+});
+
+t.test('120 queries fired 20 at a time on a fresh account: exactly 100 succeed, 20 get 402; then a top-up pays', async (t) => {
+  const a = await signupAgent(srv.url);
+  const conn = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:patients']);
+  const statuses: number[] = [];
+  const payers: string[] = [];
+  let expectedSpend = 0;
+  for (let round = 0; round < 6; round++) {
+    const batch = await Promise.all(
+      Array.from({ length: 20 }, () => api<Q>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: 'SELECT patient_id FROM patients ORDER BY patient_id LIMIT 2' } })),
+    );
+    for (const r of batch) {
+      statuses.push(r.status);
+      if (r.status === 200) {
+        payers.push(r.body.billed_to);
+        expectedSpend += r.body.cost_cents;
+      }
+      if (r.status === 402) {
+        t.equal(r.body.error?.code, 'payment_required');
+        t.match(r.body.error?.message, /POST \/v1\/agent\/topup/);
+      }
+    }
+  }
+  t.equal(statuses.filter((s) => s === 200).length, 100);
+  t.equal(statuses.filter((s) => s === 402).length, 20);
+  t.ok(payers.every((p) => p === 'trial'));
+
+  let usage = (await api<Usage>(srv.url, 'GET', '/v1/agent/account/usage', { key: a.key })).body;
+  t.equal(usage.queries, 100);
+  t.equal(usage.trial.queries_left, 0);
+  t.equal(usage.trial.active, false);
+  t.equal(usage.wallet_balance_cents, 0);
+  t.ok(Math.abs(usage.spend_cents - expectedSpend) < 1e-9, 'spend is the sum of the costs reported');
+
+  // the audit chain holds all 120 in one order and verifies
+  const v = await api<{ verified: boolean; events_checked: number }>(srv.url, 'GET', `/v1/audit/verify?connection_id=${conn}`, { key: a.key });
+  t.same(v.body, { ...v.body, verified: true, events_checked: 120 });
+
+  const top = await api<{ wallet_balance_cents: number }>(srv.url, 'POST', '/v1/agent/topup', { key: a.key, body: { amount_cents: 100 } });
+  t.equal(top.status, 200);
+  t.equal(top.body.wallet_balance_cents, 100);
+  const paid = await api<Q>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: 'SELECT patient_id FROM patients ORDER BY patient_id LIMIT 2' } });
+  t.equal(paid.status, 200);
+  t.equal(paid.body.billed_to, 'wallet');
+  usage = (await api<Usage>(srv.url, 'GET', '/v1/agent/account/usage', { key: a.key })).body;
+  // exact integer money underneath: 100 - (0.5 + bytes * 8e-9)
+  const expected = (100 * 1e9 - (5e8 + paid.body.bytes_egressed * 8)) / 1e9;
+  t.equal(usage.wallet_balance_cents, expected);
+});
+
+t.test('the wallet never goes negative and auto-reload tops it up', async (t) => {
+  const a = await signupAgent(srv.url);
+  // end the trial by its clock
+  await srv.svc.store.query("UPDATE orgs SET trial_expires_at = now() - interval '1 second' WHERE id = $1", [a.orgId]);
+  const conn = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:patients']);
+  const q = () => api<Q>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: 'SELECT count(*) FROM patients' } });
+  t.equal((await q()).status, 402, 'an expired trial with an empty wallet pays nothing');
+
+  const tooSmall = await api<{ error: { code: string } }>(srv.url, 'POST', '/v1/agent/topup', { key: a.key, body: { amount_cents: 50 } });
+  t.equal(tooSmall.status, 400);
+
+  const set = await api<{ auto_reload: unknown; wallet_balance_cents: number }>(srv.url, 'POST', '/v1/agent/topup', {
+    key: a.key,
+    body: { amount_cents: 100, auto_reload: { threshold_cents: 100, amount_cents: 500 } },
+  });
+  t.equal(set.status, 200);
+  t.same(set.body.auto_reload, { threshold_cents: 100, amount_cents: 500 });
+  const r = await q();
+  t.equal(r.status, 200);
+  t.equal(r.body.billed_to, 'wallet');
+  const usage = (await api<Usage>(srv.url, 'GET', '/v1/agent/account/usage', { key: a.key })).body;
+  // 100 - cost < 100 → reloaded by 500
+  t.equal(usage.wallet_balance_cents, (600 * 1e9 - (5e8 + r.body.bytes_egressed * 8)) / 1e9);
+  const ledger = await srv.svc.store.query<{ kind: string }>('SELECT kind FROM ledger WHERE org_id = $1 ORDER BY id', [a.orgId]);
+  t.same(ledger.map((l) => l.kind), ['topup', 'query', 'auto_reload']);
+
+  const off = await api<{ auto_reload: unknown }>(srv.url, 'POST', '/v1/agent/topup', { key: a.key, body: { amount_cents: 0, auto_reload: null } });
+  t.equal(off.status, 200);
+  t.equal(off.body.auto_reload, null);
+});
+
+t.test('the trial ends when its egress is used up', async (t) => {
+  const a = await signupAgent(srv.url);
+  await srv.svc.store.query('UPDATE orgs SET trial_egress_used = 4999990 WHERE id = $1', [a.orgId]);
+  const conn = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:patients']);
+  const q = () => api<Q>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: 'SELECT patient_id FROM patients LIMIT 5' } });
+  const crossing = await q();
+  t.equal(crossing.status, 200);
+  t.equal(crossing.body.billed_to, 'trial', 'the query that crosses the limit is still the trial’s');
+  const after = await q();
+  t.equal(after.status, 402);
+  const usage = (await api<Usage>(srv.url, 'GET', '/v1/agent/account/usage', { key: a.key })).body;
+  t.equal(usage.trial.egress_bytes_left, 0);
+  t.equal(usage.trial.active, false);
+});

@@ -1,0 +1,179 @@
+/**
+ * The agent's core flow on the healthcare demo: open a scoped connection, query, and see only the
+ * rows of the scopes — checked against counts computed on the same demo database directly.
+ */
+import t from 'tap';
+import { api, openConnection, signupAgent, startServer, type TestServer } from '../helpers/server.js';
+
+let srv: TestServer;
+t.before(async () => {
+  srv = await startServer({ limits: { maxRows: 500, queryTimeoutMs: 1500 } });
+});
+t.teardown(() => srv.close());
+
+interface QueryBody {
+  rows: Record<string, unknown>[];
+  columns: { name: string }[];
+  row_count: number;
+  truncated: boolean;
+  cost_cents: number;
+  bytes_egressed: number;
+  billed_to: string;
+  audit_event_id: string;
+  scope_applied: { tables_read: string[]; row_filters: Record<string, string | null>; tables_allowed: string[] | '*' };
+  error?: { code: string; message: string; details?: Record<string, unknown> };
+}
+
+/** Ground truth straight from the demo engine, bypassing scopes (the harness's privilege, not the agent's). */
+async function direct(sql: string): Promise<Record<string, unknown>[]> {
+  const engine = await srv.svc.demoReady;
+  const r = await engine.run({ sql, direct: false, settings: [], timeoutMs: 10_000, maxRows: 1_000_000, maxBytes: 100_000_000 });
+  return [...r.rows];
+}
+
+t.test('read:encounters + period:2024-Q1 returns exactly the Q1-2024 encounters', async (t) => {
+  const a = await signupAgent(srv.url);
+  const conn = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:encounters', 'period:2024-Q1']);
+  const r = await api<QueryBody>(srv.url, 'POST', `/v1/connections/${conn}/query`, {
+    key: a.key,
+    body: { sql: 'SELECT count(*) AS n, min(period_start) AS first, max(period_start) AS last FROM encounters' },
+  });
+  t.equal(r.status, 200, r.status === 200 ? "200" : r.text);
+  const [truth] = await direct(
+    `SELECT count(*)::int AS n FROM demo_healthcare.encounters WHERE period_start >= '2024-01-01T00:00:00Z' AND period_start < '2024-04-01T00:00:00Z'`,
+  );
+  const [all] = await direct('SELECT count(*)::int AS n FROM demo_healthcare.encounters');
+  const row = r.body.rows[0] as { n: number; first: string; last: string };
+  t.equal(row.n, (truth as { n: number }).n, 'count matches the true in-scope count');
+  t.ok(row.n > 100, 'Q1-2024 has a real number of encounters');
+  t.ok(row.n < (all as { n: number }).n, 'and fewer than all of them');
+  t.ok(row.first >= '2024-01-01T00:00:00.000Z' && row.last < '2024-04-01T00:00:00.000Z', `within Q1: ${row.first} .. ${row.last}`);
+
+  // predicates of the agent cannot widen the scope
+  const widened = await api<QueryBody>(srv.url, 'POST', `/v1/connections/${conn}/query`, {
+    key: a.key,
+    body: { sql: "SELECT count(*) AS n FROM encounters e WHERE e.period_start < '2024-01-01' OR true" },
+  });
+  t.equal(widened.status, 200);
+  t.equal((widened.body.rows[0] as { n: number }).n, (truth as { n: number }).n);
+
+  // response shape
+  t.same(Object.keys(r.body).sort(), ['audit_event_id', 'billed_to', 'bytes_egressed', 'columns', 'cost_cents', 'duration_ms', 'row_count', 'rows', 'scope_applied', 'truncated'].sort());
+  t.equal(r.body.bytes_egressed, Buffer.byteLength(JSON.stringify(r.body.rows)), 'bytes_egressed is the byte length of rows as serialized');
+  t.equal(r.body.cost_cents, 0.5 + (r.body.bytes_egressed * 8) / 1e9);
+  t.equal(r.body.billed_to, 'trial');
+  t.match(r.body.audit_event_id, /^evt_/);
+  t.same(r.body.scope_applied.tables_read, ['encounters']);
+  t.match(r.body.scope_applied.row_filters['encounters'], /period_start.*2024-01-01.*2024-04-01/);
+  t.same(r.body.scope_applied.tables_allowed, ['encounters']);
+  t.same(r.body.columns.map((c) => c.name), ['n', 'first', 'last']);
+});
+
+t.test('rows of a period-scoped table all fall inside the period, joins included', async (t) => {
+  const a = await signupAgent(srv.url);
+  const conn = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:encounters', 'read:patients', 'period:2024-03']);
+  const r = await api<QueryBody>(srv.url, 'POST', `/v1/connections/${conn}/query`, {
+    key: a.key,
+    body: { sql: 'SELECT e.encounter_id, e.period_start, p.gender FROM encounters e JOIN patients p USING (patient_id) ORDER BY e.period_start' },
+  });
+  t.equal(r.status, 200, r.status === 200 ? "200" : r.text);
+  t.ok(r.body.rows.length > 0);
+  for (const row of r.body.rows) {
+    const at = row['period_start'] as string;
+    if (!(at >= '2024-03-01T00:00:00.000Z' && at < '2024-04-01T00:00:00.000Z')) {
+      t.fail(`row outside March 2024: ${at}`);
+      break;
+    }
+  }
+  t.same(r.body.scope_applied.row_filters['patients'], null, 'patients has no time column');
+});
+
+t.test('tables outside the scopes, writes and bad SQL are refused with actionable errors', async (t) => {
+  const a = await signupAgent(srv.url);
+  const conn = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:encounters', 'period:2024-Q1']);
+  const q = (sql: string) => api<QueryBody>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql } });
+
+  const other = await q('SELECT * FROM claims');
+  t.equal(other.status, 403);
+  t.equal(other.body.error?.code, 'scope_violation');
+  t.match(other.body.error?.message, /claims/);
+  t.match(other.body.error?.message, /encounters/, 'says what the scopes allow');
+
+  const hidden = await q('SELECT * FROM encounters WHERE patient_id IN (SELECT patient_id FROM patients)');
+  t.equal(hidden.status, 403, 'a table in a subquery is checked too');
+
+  for (const sql of ['DELETE FROM encounters', "UPDATE encounters SET status = 'x'", 'DROP TABLE encounters', 'SELECT 1; SELECT 2', 'SELECT pg_sleep(1)', 'SELECT * FROM pg_catalog.pg_class']) {
+    const r = await q(sql);
+    t.equal(r.status, 403, sql);
+    t.equal(r.body.error?.code, 'scope_violation', sql);
+  }
+  const bad = await q('SELEC * FROM encounters');
+  t.equal(bad.status, 400);
+  t.equal(bad.body.error?.code, 'invalid_sql');
+  t.equal(bad.body.error?.details?.['position'], 0);
+
+  const missingColumn = await q('SELECT no_such_column FROM encounters');
+  t.equal(missingColumn.status, 400);
+  t.equal(missingColumn.body.error?.code, 'invalid_sql');
+
+  // refusals are audited and not billed
+  const usage = await api<{ queries: number; trial: { queries_left: number } }>(srv.url, 'GET', '/v1/agent/account/usage', { key: a.key });
+  t.equal(usage.body.queries, 0);
+  t.equal(usage.body.trial.queries_left, 100);
+  const audit = await api<{ events: { outcome: string; error_code: string }[] }>(srv.url, 'GET', `/v1/connections/${conn}/audit`, { key: a.key });
+  t.equal(audit.body.events.length, 10);
+  t.ok(audit.body.events.every((e) => e.outcome === 'refused'));
+});
+
+t.test('the row cap truncates while reading and says so', async (t) => {
+  const a = await signupAgent(srv.url);
+  const conn = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:*']);
+  const r = await api<QueryBody>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: 'SELECT encounter_id FROM encounters' } });
+  t.equal(r.status, 200);
+  t.equal(r.body.row_count, 500);
+  t.equal(r.body.rows.length, 500);
+  t.equal(r.body.truncated, true);
+  const small = await api<QueryBody>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: 'SELECT encounter_id FROM encounters LIMIT 3' } });
+  t.equal(small.body.truncated, false);
+  t.equal(small.body.row_count, 3);
+});
+
+t.test('a runaway statement is stopped at its deadline (504), is not billed, and never stalls other agents', async (t) => {
+  const a = await signupAgent(srv.url, 'Slow Co');
+  const b = await signupAgent(srv.url, 'Fast Co');
+  const slowConn = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:*']);
+  const fastConn = await openConnection(srv.url, b.key, 'demo-healthcare', ['read:patients']);
+  const slow = api<QueryBody>(srv.url, 'POST', `/v1/connections/${slowConn}/query`, {
+    key: a.key,
+    body: { sql: 'SELECT count(*) FROM encounters a, encounters b, encounters c' },
+  });
+  // while it runs, the API and another agent's queries answer
+  let fastAnswered = 0;
+  let slowDone = false;
+  void slow.then(() => (slowDone = true));
+  for (let i = 0; i < 3; i++) {
+    const targets = await api(srv.url, 'GET', '/v1/connections/packs', { key: b.key });
+    t.equal(targets.status, 200);
+    const r = await api<QueryBody>(srv.url, 'POST', `/v1/connections/${fastConn}/query`, { key: b.key, body: { sql: 'SELECT count(*) AS n FROM patients' } });
+    t.equal(r.status, 200);
+    if (!slowDone) fastAnswered++;
+  }
+  t.ok(fastAnswered > 0, 'other queries completed while the slow one was still running');
+  const s = await slow;
+  t.equal(s.status, 504);
+  t.equal(s.body.error?.code, 'query_timeout');
+  const usage = await api<{ queries: number; trial: { queries_left: number } }>(srv.url, 'GET', '/v1/agent/account/usage', { key: a.key });
+  t.equal(usage.body.trial.queries_left, 100, 'a cancelled query is refunded');
+  // and the engine recovers
+  const again = await api<QueryBody>(srv.url, 'POST', `/v1/connections/${slowConn}/query`, { key: a.key, body: { sql: 'SELECT count(*) AS n FROM patients' } });
+  t.equal(again.status, 200);
+});
+
+t.test('live targets can be opened, and querying one answers a clear 501', async (t) => {
+  const a = await signupAgent(srv.url);
+  const conn = await openConnection(srv.url, a.key, 'stripe', ['read:customers']);
+  const r = await api<QueryBody>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: 'SELECT * FROM customers' } });
+  t.equal(r.status, 501);
+  t.equal(r.body.error?.code, 'not_implemented');
+  t.match(r.body.error?.message, /stripe/);
+});

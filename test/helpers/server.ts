@@ -1,0 +1,175 @@
+/**
+ * Test harness: a real control plane on a real socket (port 0), with a fresh data dir. The
+ * migrated store template and the demo image are built once per machine and cached in the OS
+ * temp dir (keyed by their fingerprints), so each test file starts a server in about a second.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { buildApp, type SvcApp } from '../../control-plane/app.js';
+import { Catalogue } from '../../control-plane/catalogue/index.js';
+import { loadConfig, type Config, type Limits } from '../../control-plane/config.js';
+import { embeddedDemoImage } from '../../control-plane/demo/engine.js';
+import { embeddedStoreTemplate, MIGRATIONS } from '../../control-plane/store/index.js';
+
+const CACHE = path.join(os.tmpdir(), 'svc-test-cache');
+
+async function cached(name: string, build: () => Promise<Uint8Array>): Promise<Uint8Array> {
+  const file = path.join(CACHE, name);
+  try {
+    return new Uint8Array(await fs.readFile(file));
+  } catch {
+    const bytes = await build();
+    await fs.mkdir(CACHE, { recursive: true });
+    const tmp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}`;
+    await fs.writeFile(tmp, bytes);
+    await fs.rename(tmp, file);
+    return bytes;
+  }
+}
+
+export async function storeTemplate(): Promise<Uint8Array> {
+  const key = createHash('sha256').update(JSON.stringify(MIGRATIONS)).digest('hex').slice(0, 16);
+  return cached(`store-${key}.tar.gz`, embeddedStoreTemplate);
+}
+
+export async function demoImage(): Promise<Uint8Array> {
+  const datasets = new Catalogue().datasets;
+  const dir = path.join(CACHE, 'demo');
+  return embeddedDemoImage(dir, datasets);
+}
+
+export async function tempDir(prefix = 'svc-test-'): Promise<string> {
+  return fs.mkdtemp(path.join(os.tmpdir(), prefix));
+}
+
+export interface TestServer {
+  readonly url: string;
+  readonly svc: SvcApp;
+  readonly config: Config;
+  close(): Promise<void>;
+}
+
+export interface ServerOptions {
+  readonly env?: Record<string, string>;
+  readonly limits?: Partial<Limits>;
+  readonly dataDir?: string;
+  readonly databaseUrl?: string;
+  readonly demoWorkers?: number;
+}
+
+export async function startServer(o: ServerOptions = {}): Promise<TestServer> {
+  const dataDir = o.dataDir ?? (await tempDir());
+  const base = loadConfig({ SVC_DATA_DIR: dataDir, PORT: '0', SVC_TUNNEL_PORT: '0', LOG_LEVEL: 'silent', ...(o.env ?? {}) });
+  const config: Config = {
+    ...base,
+    ...(o.databaseUrl ? { databaseUrl: o.databaseUrl } : {}),
+    demoWorkers: o.demoWorkers ?? 2,
+    limits: { ...base.limits, ...(o.limits ?? {}) },
+  };
+  const [template, image] = await Promise.all([config.databaseUrl ? Promise.resolve(undefined) : storeTemplate(), config.demoDatabaseUrl ? undefined : demoImage()]);
+  const svc = await buildApp(config, { ...(template ? { storeTemplate: template } : {}), ...(image ? { demoImage: image } : {}), awaitDemo: true });
+  await svc.app.listen({ host: '127.0.0.1', port: 0 });
+  const addr = svc.app.server.address();
+  if (!addr || typeof addr === 'string') throw new Error('no address');
+  return {
+    url: `http://127.0.0.1:${addr.port}`,
+    svc,
+    config,
+    close: async () => {
+      await svc.app.close();
+      if (!o.dataDir) await fs.rm(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface ApiResponse<T = Record<string, unknown>> {
+  readonly status: number;
+  readonly body: T;
+  readonly text: string;
+  readonly headers: Headers;
+}
+
+export async function api<T = Record<string, unknown>>(
+  base: string,
+  method: string,
+  path: string,
+  opts: { key?: string; body?: unknown; raw?: string; headers?: Record<string, string> } = {},
+): Promise<ApiResponse<T>> {
+  const headers: Record<string, string> = { ...(opts.headers ?? {}) };
+  if (opts.key) headers['authorization'] = `Bearer ${opts.key}`;
+  let body: string | undefined;
+  if (opts.raw !== undefined) body = opts.raw;
+  else if (opts.body !== undefined) body = JSON.stringify(opts.body);
+  if (body !== undefined && !headers['content-type']) headers['content-type'] = 'application/json';
+  const res = await fetch(base + path, { method, headers, ...(body !== undefined ? { body } : {}) });
+  const text = await res.text();
+  let parsed: unknown = undefined;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {
+    parsed = undefined;
+  }
+  return { status: res.status, body: parsed as T, text, headers: res.headers };
+}
+
+export interface Agent {
+  readonly key: string;
+  readonly orgId: string;
+}
+
+export async function signupAgent(base: string, org = 'Acme Health', agent = 'test-agent'): Promise<Agent> {
+  const r = await api<{ apiKey: string; orgId: string }>(base, 'POST', '/v1/agent/account', { body: { orgName: org, agentName: agent, headless: true } });
+  if (r.status !== 201) throw new Error(`signup failed: ${r.status} ${r.text}`);
+  return { key: r.body.apiKey, orgId: r.body.orgId };
+}
+
+export async function openConnection(base: string, key: string, target: string, scopes: string[], extra: Record<string, unknown> = {}): Promise<string> {
+  const r = await api<{ connectionId: string }>(base, 'POST', '/v1/connections', { key, body: { target_id: target, scopes, tier: 'container', ttl_seconds: 3600, ...extra } });
+  if (r.status !== 201) throw new Error(`connect failed: ${r.status} ${r.text}`);
+  return r.body.connectionId;
+}
+
+// ---------------------------------------------------------------------------------------------
+// A real PostgreSQL, when one answers (TEST_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/test)
+
+export const TEST_DATABASE_URL = process.env['TEST_DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test';
+
+let pgAnswer: Promise<boolean> | undefined;
+export function realPostgresAvailable(): Promise<boolean> {
+  pgAnswer ??= (async () => {
+    const c = new pg.Client({ connectionString: TEST_DATABASE_URL, connectionTimeoutMillis: 1500 });
+    try {
+      await c.connect();
+      await c.query('SELECT 1');
+      return true;
+    } catch {
+      return false;
+    } finally {
+      await c.end().catch(() => undefined);
+    }
+  })();
+  return pgAnswer;
+}
+
+/** A fresh database on the real server; dropped by the returned cleanup. */
+export async function freshDatabase(prefix = 'svc_test'): Promise<{ url: string; drop: () => Promise<void> }> {
+  const name = `${prefix}_${randomBytes(6).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: TEST_DATABASE_URL });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const u = new URL(TEST_DATABASE_URL);
+  u.pathname = `/${name}`;
+  return {
+    url: u.toString(),
+    drop: async () => {
+      const c = new pg.Client({ connectionString: TEST_DATABASE_URL });
+      await c.connect();
+      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await c.end();
+    },
+  };
+}
