@@ -17,7 +17,10 @@ async function main(): Promise<void> {
   const started = Date.now();
   const { app, demoReady } = await buildApp(config);
   await app.listen({ host: config.host, port: config.port });
-  app.log.info({ url: config.publicUrl, ms: Date.now() - started }, 'svc control plane ready');
+  const addr = app.server.address();
+  const listening = addr && typeof addr === 'object' ? `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}` : config.publicUrl;
+  app.log.info({ listening, public_url: config.publicUrl, ms: Date.now() - started }, 'svc control plane ready');
+  if (config.logLevel === 'silent') process.stdout.write(`svc control plane ready on ${listening}\n`);
   demoReady.then(
     () => app.log.info({ ms: Date.now() - started }, 'demo datasets ready'),
     (err: unknown) => app.log.error({ err: { message: (err as Error).message } }, 'demo datasets failed to load'),

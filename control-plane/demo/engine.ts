@@ -8,7 +8,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import pg from 'pg';
-import { EmbeddedError, EmbeddedPostgres, RowCollector, uniqueColumnNames, type ColumnInfo, type ReadQueryResult } from '../embedded/index.js';
+import { EmbeddedError, EmbeddedPostgres, RowCollector, siblingModule, uniqueColumnNames, type ColumnInfo, type ReadQueryResult } from '../embedded/index.js';
 import type { DatasetDef } from './types.js';
 import { DEMO_READER_ROLE, demoFingerprint, loadScript } from './load.js';
 
@@ -58,28 +58,54 @@ function preamble(q: DemoQuery): string[] {
 // ---------------------------------------------------------------------------------------------
 // Embedded
 
-/** Build (or reuse) the dump of the demo database under `dir`; returns the gzip tarball. */
-export async function embeddedDemoImage(dir: string, datasets: readonly DatasetDef[]): Promise<Uint8Array> {
-  const fingerprint = demoFingerprint(datasets);
-  const file = path.join(dir, `demo-${fingerprint}.tar.gz`);
+function imageFile(dir: string, datasets: readonly DatasetDef[]): string {
+  return path.join(dir, `demo-${demoFingerprint(datasets)}.tar.gz`);
+}
+
+async function readImage(file: string): Promise<Uint8Array | undefined> {
   try {
     return new Uint8Array(await fs.readFile(file));
   } catch {
-    /* build it */
+    return undefined;
   }
-  const db = await EmbeddedPostgres.start();
+}
+
+/** Write the image atomically and remove images of older generator versions. */
+async function saveImage(file: string, image: Uint8Array): Promise<void> {
+  const dir = path.dirname(file);
+  await fs.mkdir(dir, { recursive: true });
+  const tmp = `${file}.${process.pid}.${Date.now()}.tmp`;
+  await fs.writeFile(tmp, image);
+  await fs.rename(tmp, file);
+  for (const f of await fs.readdir(dir)) {
+    if (/^demo-[0-9a-f]+\.tar\.gz$/.test(f) && path.join(dir, f) !== file) await fs.rm(path.join(dir, f), { force: true });
+  }
+}
+
+/** A fresh embedded engine holding the demo datasets, seeded inside its own worker thread. */
+async function seededEngine(): Promise<EmbeddedPostgres> {
+  const engine = await EmbeddedPostgres.start();
   try {
-    for (const stmt of loadScript(datasets, fingerprint)) await db.exec(stmt);
-    const image = await db.dump();
-    await fs.mkdir(dir, { recursive: true });
-    const tmp = `${file}.${process.pid}.tmp`;
-    await fs.writeFile(tmp, image);
-    await fs.rename(tmp, file);
-    // older images are dead weight
-    for (const f of await fs.readdir(dir)) if (/^demo-[0-9a-f]+\.tar\.gz$/.test(f) && path.join(dir, f) !== file) await fs.rm(path.join(dir, f), { force: true });
+    await engine.runModule(siblingModule('seed', import.meta.url), 'seed');
+  } catch (err) {
+    await engine.terminate();
+    throw err;
+  }
+  return engine;
+}
+
+/** Build (or reuse) the image of the demo database under `dir`; returns the gzip tarball. */
+export async function embeddedDemoImage(dir: string, datasets: readonly DatasetDef[]): Promise<Uint8Array> {
+  const file = imageFile(dir, datasets);
+  const cached = await readImage(file);
+  if (cached) return cached;
+  const engine = await seededEngine();
+  try {
+    const image = await engine.dump();
+    await saveImage(file, image);
     return image;
   } finally {
-    await db.close();
+    await engine.close();
   }
 }
 
@@ -103,18 +129,42 @@ export class EmbeddedDemoEngine implements DemoEngine {
   private readonly waiters: Array<(slot: Slot) => void> = [];
   private starting = 0;
   private closed = false;
-  private readonly image: Uint8Array;
+  /** every worker after the first starts from this image */
+  private readonly image: Promise<Uint8Array>;
   private readonly options: Required<EmbeddedPoolOptions>;
 
-  private constructor(image: Uint8Array, options: EmbeddedPoolOptions) {
+  private constructor(image: Promise<Uint8Array>, options: EmbeddedPoolOptions) {
     this.image = image;
     this.options = { idleRetireMs: 60_000, ...options };
   }
 
+  /** A pool whose workers all start from `image`. */
   static async start(image: Uint8Array, options: EmbeddedPoolOptions): Promise<EmbeddedDemoEngine> {
-    const pool = new EmbeddedDemoEngine(image, options);
+    const pool = new EmbeddedDemoEngine(Promise.resolve(image), options);
     await Promise.all(Array.from({ length: Math.max(1, options.min) }, () => pool.spawn()));
     return pool;
+  }
+
+  /**
+   * First start: the freshly seeded engine serves at once as the first worker, while its image is
+   * dumped (and saved to `file`) for the other workers and for later starts.
+   */
+  static async fromSeeded(first: EmbeddedPostgres, file: string, options: EmbeddedPoolOptions): Promise<EmbeddedDemoEngine> {
+    const image = first.dump().then(async (img) => {
+      await saveImage(file, img).catch(() => undefined); // a read-only data dir only costs the next start time
+      return img;
+    });
+    image.catch(() => undefined);
+    const pool = new EmbeddedDemoEngine(image, options);
+    pool.adopt(first);
+    for (let i = 1; i < options.min; i++) pool.spawnInBackground();
+    return pool;
+  }
+
+  private adopt(engine: EmbeddedPostgres): void {
+    const slot: Slot = { engine, busy: false };
+    this.slots.push(slot);
+    this.release(slot);
   }
 
   /** number of live workers (for tests and metrics) */
@@ -125,14 +175,12 @@ export class EmbeddedDemoEngine implements DemoEngine {
   private async spawn(): Promise<void> {
     this.starting++;
     try {
-      const engine = await EmbeddedPostgres.start({ loadDataDir: this.image });
+      const engine = await EmbeddedPostgres.start({ loadDataDir: await this.image });
       if (this.closed) {
         await engine.terminate();
         return;
       }
-      const slot: Slot = { engine, busy: false };
-      this.slots.push(slot);
-      this.release(slot);
+      this.adopt(engine);
     } finally {
       this.starting--;
     }
@@ -324,6 +372,9 @@ export interface DemoEngineOptions {
 
 export async function startDemoEngine(o: DemoEngineOptions): Promise<DemoEngine> {
   if (o.demoDatabaseUrl) return PostgresDemoEngine.start(o.demoDatabaseUrl, o.datasets);
-  const image = o.image ?? (await embeddedDemoImage(path.join(o.dataDir, 'demo'), o.datasets));
-  return EmbeddedDemoEngine.start(image, { min: o.workers, max: Math.max(o.workers * 2, o.workers + 1) });
+  const pool = { min: o.workers, max: Math.max(o.workers * 2, o.workers + 1) };
+  const file = imageFile(path.join(o.dataDir, 'demo'), o.datasets);
+  const image = o.image ?? (await readImage(file));
+  if (image) return EmbeddedDemoEngine.start(image, pool);
+  return EmbeddedDemoEngine.fromSeeded(await seededEngine(), file, pool);
 }

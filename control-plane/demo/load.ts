@@ -59,29 +59,78 @@ function createTable(d: DatasetDef, t: TableDef): string {
   return `CREATE TABLE ${quoteIdent(d.schema)}.${quoteIdent(t.name)} (${cols.join(', ')})`;
 }
 
-/** Statements that create and fill every dataset; yields them in batches to bound memory. */
-export function* loadScript(datasets: readonly DatasetDef[], fingerprint: string): Generator<string> {
-  yield `DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '${DEMO_READER_ROLE}') THEN CREATE ROLE ${DEMO_READER_ROLE} NOLOGIN; END IF; END $$`;
+/** Statements run before the data: the reader role, the version table, one fresh schema per dataset. */
+export function* schemaStatements(datasets: readonly DatasetDef[]): Generator<string> {
+  // roles are cluster-wide: several databases (or test runs) may race to create it
+  yield `DO $$ BEGIN CREATE ROLE ${DEMO_READER_ROLE} NOLOGIN; EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$`;
+  // the loading user must be able to SET ROLE to it (implicit for a superuser)
+  yield `DO $$ BEGIN EXECUTE format('GRANT ${DEMO_READER_ROLE} TO %I', current_user); EXCEPTION WHEN OTHERS THEN NULL; END $$`;
   yield 'CREATE SCHEMA IF NOT EXISTS svc_meta';
   yield 'CREATE TABLE IF NOT EXISTS svc_meta.demo_version (fingerprint text PRIMARY KEY, loaded_at timestamptz NOT NULL DEFAULT now())';
   for (const d of datasets) {
     yield `DROP SCHEMA IF EXISTS ${quoteIdent(d.schema)} CASCADE`;
     yield `CREATE SCHEMA ${quoteIdent(d.schema)}`;
     for (const t of d.tables) yield createTable(d, t);
-    const rows = d.generate();
-    for (const t of d.tables) {
-      const data = rows.get(t.name) ?? [];
-      const types = t.columns.map((c) => c.type);
-      const head = `INSERT INTO ${quoteIdent(d.schema)}.${quoteIdent(t.name)} (${t.columns.map((c) => quoteIdent(c.name)).join(', ')}) VALUES `;
-      for (let i = 0; i < data.length; i += 1000) {
-        const values = data.slice(i, i + 1000).map((row) => `(${row.map((cell, j) => literal(cell, types[j] as ColumnType)).join(',')})`);
-        yield head + values.join(',\n');
-      }
-    }
+  }
+}
+
+/** Statements run after the data: grants to the reader role, statistics, the version stamp. */
+export function* finishStatements(datasets: readonly DatasetDef[], fingerprint: string): Generator<string> {
+  for (const d of datasets) {
     yield `GRANT USAGE ON SCHEMA ${quoteIdent(d.schema)} TO ${DEMO_READER_ROLE}`;
     yield `GRANT SELECT ON ALL TABLES IN SCHEMA ${quoteIdent(d.schema)} TO ${DEMO_READER_ROLE}`;
     yield `ANALYZE ${d.tables.map((t) => `${quoteIdent(d.schema)}.${quoteIdent(t.name)}`).join(', ')}`;
   }
-  yield `DELETE FROM svc_meta.demo_version`;
+  yield 'DELETE FROM svc_meta.demo_version';
   yield `INSERT INTO svc_meta.demo_version (fingerprint) VALUES (${quoteLiteral(fingerprint)})`;
+}
+
+export interface TableData {
+  readonly dataset: DatasetDef;
+  readonly table: TableDef;
+  readonly rows: readonly Cell[][];
+}
+
+/** Every table's generated rows, one dataset at a time (each dataset's rows are dropped once yielded). */
+export function* tableData(datasets: readonly DatasetDef[]): Generator<TableData> {
+  for (const d of datasets) {
+    const rows = d.generate();
+    for (const t of d.tables) yield { dataset: d, table: t, rows: rows.get(t.name) ?? [] };
+  }
+}
+
+export function qualified(d: DatasetDef, t: TableDef): string {
+  return `${quoteIdent(d.schema)}.${quoteIdent(t.name)}`;
+}
+
+/** Multi-row INSERT statements for one table (the portable path, used with an external PostgreSQL). */
+export function* insertStatements({ dataset, table, rows }: TableData): Generator<string> {
+  const types = table.columns.map((c) => c.type);
+  const head = `INSERT INTO ${qualified(dataset, table)} (${table.columns.map((c) => quoteIdent(c.name)).join(', ')}) VALUES `;
+  for (let i = 0; i < rows.length; i += 1000) {
+    const values = rows.slice(i, i + 1000).map((row) => `(${row.map((cell, j) => literal(cell, types[j] as ColumnType)).join(',')})`);
+    yield head + values.join(',\n');
+  }
+}
+
+function copyField(cell: Cell, type: ColumnType): string {
+  if (cell === null) return '\\N';
+  const text = type === 'jsonb' ? JSON.stringify(cell) : type === 'boolean' ? (cell ? 't' : 'f') : String(cell);
+  if (text.includes('\0')) throw new Error('NUL byte in a demo value');
+  return text.replace(/\\/g, '\\\\').replace(/\t/g, '\\t').replace(/\n/g, '\\n').replace(/\r/g, '\\r');
+}
+
+/** One table's rows in COPY text format (the fast path, used by the embedded engine). */
+export function copyText({ table, rows }: TableData): string {
+  const types = table.columns.map((c) => c.type);
+  let out = '';
+  for (const row of rows) out += `${row.map((cell, j) => copyField(cell, types[j] as ColumnType)).join('\t')}\n`;
+  return out;
+}
+
+/** Every statement that creates and fills the datasets, for an external PostgreSQL. */
+export function* loadScript(datasets: readonly DatasetDef[], fingerprint: string): Generator<string> {
+  yield* schemaStatements(datasets);
+  for (const data of tableData(datasets)) yield* insertStatements(data);
+  yield* finishStatements(datasets, fingerprint);
 }

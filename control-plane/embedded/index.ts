@@ -27,10 +27,16 @@ export class EmbeddedError extends Error {
   }
 }
 
+/**
+ * The URL of a sibling module of `base` (an `import.meta.url`): `name.ts` when running from
+ * TypeScript sources (tests), `name.js` when compiled.
+ */
+export function siblingModule(name: string, base: string): URL {
+  return new URL(`./${name}.${base.endsWith('.ts') ? 'ts' : 'js'}`, base);
+}
+
 function workerUrl(): URL {
-  // Running from TypeScript sources (tests) the sibling is worker.ts; compiled, worker.js.
-  const ext = import.meta.url.endsWith('.ts') ? 'ts' : 'js';
-  return new URL(`./worker.${ext}`, import.meta.url);
+  return siblingModule('worker', import.meta.url);
 }
 
 type RequestBody = Request extends infer R ? (R extends { id: number } ? Omit<R, 'id'> : never) : never;
@@ -129,6 +135,16 @@ export class EmbeddedPostgres {
   /** A gzip tarball of the whole data directory (see `loadDataDir`). */
   dump(): Promise<Uint8Array> {
     return this.exclusive(() => this.send({ op: 'dump' }) as Promise<Uint8Array>);
+  }
+
+  /**
+   * Run `fn(db)` of our own module `module` inside the worker, with the engine to itself: for
+   * bulk work (seeding) that must not run on the event loop.
+   */
+  runModule(module: URL, fn: string): Promise<void> {
+    return this.exclusive(async () => {
+      await this.send({ op: 'run', module: module.href, fn });
+    });
   }
 
   /** Close the database cleanly, then end the thread. */

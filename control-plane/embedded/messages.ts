@@ -39,6 +39,8 @@ export type Request =
   | { readonly id: number; readonly op: 'exec'; readonly sql: string }
   | { readonly id: number; readonly op: 'read'; readonly spec: ReadQuerySpec }
   | { readonly id: number; readonly op: 'dump' }
+  /** import `module` (a file URL of our own code) in the worker and await `fn(db)` */
+  | { readonly id: number; readonly op: 'run'; readonly module: string; readonly fn: string }
   | { readonly id: number; readonly op: 'close' };
 
 export interface WorkerErrorInfo {

@@ -84,6 +84,13 @@ async function handle(msg: Request): Promise<unknown> {
       return null;
     case 'read':
       return read(msg.spec);
+    case 'run': {
+      const mod = (await import(msg.module)) as Record<string, unknown>;
+      const fn = mod[msg.fn];
+      if (typeof fn !== 'function') throw new Error(`${msg.module} has no function ${msg.fn}`);
+      await (fn as (db: PGlite) => Promise<unknown>)(database());
+      return null;
+    }
     case 'dump': {
       const blob = await database().dumpDataDir('gzip');
       return new Uint8Array(await blob.arrayBuffer());

@@ -1,0 +1,78 @@
+/**
+ * The core flow with a real PostgreSQL for both the control-plane state (DATABASE_URL) and the
+ * demo datasets (SVC_DEMO_DATABASE_URL): scoping, concurrency of billing and audit under real
+ * row locks, server-side statement timeouts, tampering. Skipped when no server answers.
+ */
+import t from 'tap';
+import pg from 'pg';
+import { api, freshDatabase, openConnection, realPostgresAvailable, signupAgent, startServer, type TestServer } from '../helpers/server.js';
+
+if (!(await realPostgresAvailable())) {
+  t.comment('no PostgreSQL answers at TEST_DATABASE_URL: skipped');
+  t.pass('skipped: no PostgreSQL');
+} else {
+  const state = await freshDatabase('svc_state');
+  const demo = await freshDatabase('svc_demo');
+  let srv: TestServer;
+  t.before(async () => {
+    srv = await startServer({ databaseUrl: state.url, env: { SVC_DEMO_DATABASE_URL: demo.url }, limits: { queryTimeoutMs: 1000 } });
+  });
+  t.teardown(async () => {
+    await srv.close();
+    await state.drop();
+    await demo.drop();
+  });
+
+  t.test('stores run on PostgreSQL', async (t) => {
+    t.equal(srv.svc.store.kind, 'postgres');
+    t.equal((await srv.svc.demoReady).kind, 'postgres');
+  });
+
+  t.test('period scopes return exactly the in-scope rows', async (t) => {
+    const a = await signupAgent(srv.url);
+    const conn = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:encounters', 'period:2024-Q1']);
+    const r = await api<{ rows: { n: number }[] }>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: 'SELECT count(*) AS n FROM encounters WHERE true OR 1/0 = 1' } });
+    t.equal(r.status, 200, r.status === 200 ? '200' : r.text);
+    const c = new pg.Client({ connectionString: demo.url });
+    await c.connect();
+    const truth = await c.query<{ n: number }>(`SELECT count(*)::int AS n FROM demo_healthcare.encounters WHERE period_start >= '2024-01-01Z' AND period_start < '2024-04-01Z'`);
+    // the query ran as the reader role, which cannot write even if a statement got through
+    const priv = await c.query<{ w: boolean }>(`SELECT has_table_privilege('svc_demo_reader', 'demo_healthcare.encounters', 'INSERT') AS w`);
+    await c.end();
+    t.equal(r.body.rows[0]?.n, truth.rows[0]?.n);
+    t.equal(priv.rows[0]?.w, false);
+  });
+
+  t.test('120 queries, 20 at a time, on a fresh account: exactly 100 succeed and the chain has 120 events', async (t) => {
+    const a = await signupAgent(srv.url);
+    const conn = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:patients']);
+    const statuses: number[] = [];
+    for (let round = 0; round < 6; round++) {
+      const batch = await Promise.all(Array.from({ length: 20 }, () => api(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: 'SELECT count(*) FROM patients' } })));
+      statuses.push(...batch.map((r) => r.status));
+    }
+    t.equal(statuses.filter((s) => s === 200).length, 100);
+    t.equal(statuses.filter((s) => s === 402).length, 20);
+    const v = await api<{ verified: boolean; events_checked: number }>(srv.url, 'GET', `/v1/audit/verify?connection_id=${conn}`, { key: a.key });
+    t.match(v.body, { verified: true, events_checked: 120 });
+  });
+
+  t.test('a statement past its deadline is cancelled by the server (504)', async (t) => {
+    const a = await signupAgent(srv.url);
+    const conn = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:encounters']);
+    const r = await api<{ error: { code: string } }>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: 'SELECT count(*) FROM encounters a, encounters b, encounters c' } });
+    t.equal(r.status, 504);
+    t.equal(r.body.error.code, 'query_timeout');
+    const after = await api(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: 'SELECT 1 AS one' } });
+    t.equal(after.status, 200);
+  });
+
+  t.test('tampering with stored events is found', async (t) => {
+    const a = await signupAgent(srv.url);
+    const conn = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:patients']);
+    for (let i = 0; i < 4; i++) await api(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: `SELECT ${i} AS i` } });
+    await srv.svc.store.query('DELETE FROM audit_events WHERE connection_id = $1 AND seq = 4', [conn]);
+    const v = await api<{ verified: boolean; broken_at: number }>(srv.url, 'GET', `/v1/audit/verify?connection_id=${conn}`, { key: a.key });
+    t.match(v.body, { verified: false, broken_at: 4 });
+  });
+}

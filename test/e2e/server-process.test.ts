@@ -1,0 +1,98 @@
+/**
+ * The control plane as a real process, as `npm start` runs it: config checked at start, ready on
+ * a real port, graceful shutdown on SIGTERM, state kept across a restart.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import t from 'tap';
+import { api, tempDir } from '../helpers/server.js';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const main = path.join(root, 'control-plane/main.ts');
+
+interface Proc {
+  child: ChildProcess;
+  url: string;
+  output: () => string;
+}
+
+function start(env: Record<string, string>): Promise<Proc> {
+  // run the TypeScript sources with the same loader this test runs under
+  const child = spawn(process.execPath, [...process.execArgv, main], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
+  return new Promise((resolve, reject) => {
+    const onData = (): void => {
+      const m = /"listening":"(http:\/\/[^"]+)"/.exec(out);
+      if (m?.[1]) {
+        child.stdout?.off('data', onData);
+        resolve({ child, url: m[1], output: () => out });
+      }
+    };
+    child.stdout?.on('data', onData);
+    child.on('exit', (code) => reject(new Error(`exited ${code} before ready:\n${out}`)));
+  });
+}
+
+function exitOf(child: ChildProcess): Promise<number | null> {
+  return new Promise((resolve) => child.once('exit', (code) => resolve(code)));
+}
+
+async function demoReady(url: string): Promise<void> {
+  for (;;) {
+    const r = await api<{ demo_ready: boolean }>(url, 'GET', '/healthz');
+    if (r.body.demo_ready) return;
+    await new Promise((res) => setTimeout(res, 100));
+  }
+}
+
+t.test('invalid configuration stops the start, naming every bad variable', async (t) => {
+  const child = spawn(process.execPath, [...process.execArgv, main], {
+    env: { ...process.env, PORT: 'eighty', SVC_WEBHOOK_RETRY_DELAYS: 'soon', LOG_LEVEL: 'loud' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let err = '';
+  child.stderr?.on('data', (d: Buffer) => (err += d.toString()));
+  t.equal(await exitOf(child), 2);
+  t.match(err, /PORT/);
+  t.match(err, /SVC_WEBHOOK_RETRY_DELAYS/);
+  t.match(err, /LOG_LEVEL/);
+});
+
+t.test('start, serve, shut down gracefully, and keep state across a restart', async (t) => {
+  const dataDir = await tempDir();
+  t.teardown(() => fs.rm(dataDir, { recursive: true, force: true }));
+  const env = { SVC_DATA_DIR: dataDir, PORT: '0', SVC_TUNNEL_PORT: '0', LOG_LEVEL: 'info' };
+
+  const first = await start(env);
+  const signup = await api<{ apiKey: string }>(first.url, 'POST', '/v1/agent/account', { body: { orgName: 'Restart Co', agentName: 'bot', headless: true } });
+  t.equal(signup.status, 201);
+  const key = signup.body.apiKey;
+  await demoReady(first.url);
+  const conn = await api<{ connectionId: string }>(first.url, 'POST', '/v1/connections', { key, body: { target_id: 'demo-healthcare', scopes: ['read:patients'] } });
+  const q = await api(first.url, 'POST', `/v1/connections/${conn.body.connectionId}/query`, { key, body: { sql: 'SELECT count(*) AS n FROM patients' } });
+  t.equal(q.status, 200);
+  first.child.kill('SIGTERM');
+  t.equal(await exitOf(first.child), 0, 'SIGTERM drains and exits 0');
+  t.notMatch(first.output(), new RegExp(key.slice(9)), 'the key never appears in the logs');
+  t.ok((await fs.readdir(path.join(dataDir, 'demo'))).some((f) => f.endsWith('.tar.gz')), 'the demo image is kept for the next start');
+
+  const second = await start(env);
+  t.teardown(async () => {
+    if (second.child.exitCode === null) {
+      second.child.kill('SIGTERM');
+      await exitOf(second.child);
+    }
+  });
+  const usage = await api<{ queries: number }>(second.url, 'GET', '/v1/agent/account/usage', { key });
+  t.equal(usage.status, 200, 'the key still works');
+  t.equal(usage.body.queries, 1);
+  const v = await api<{ verified: boolean; events_checked: number }>(second.url, 'GET', `/v1/audit/verify?connection_id=${conn.body.connectionId}`, { key });
+  t.match(v.body, { verified: true, events_checked: 1 });
+  await demoReady(second.url);
+  const again = await api(second.url, 'POST', `/v1/connections/${conn.body.connectionId}/query`, { key, body: { sql: 'SELECT count(*) AS n FROM patients' } });
+  t.equal(again.status, 200);
+});
