@@ -14,6 +14,7 @@ import { buildApp } from '../control-plane/app.js';
 import { Catalogue, parseScopes } from '../control-plane/catalogue/index.js';
 import { loadConfig } from '../control-plane/config.js';
 import { demoPolicy } from '../control-plane/query/engine.js';
+import { scopeSettings } from '../control-plane/demo/load.js';
 import { checkAndRewrite, initSqlParser } from '../control-plane/query/sql/index.js';
 
 function median(xs: number[]): number {
@@ -73,7 +74,8 @@ async function main(): Promise<void> {
   const conn = (await inject('POST', '/v1/connections', { target_id: 'demo-healthcare', scopes: ['read:encounters', 'read:patients', 'read:claims', 'period:2024'] }, key))['connectionId'] as string;
   const rewritten = checkAndRewrite(SQL, policy).sql;
   const limits = config.limits;
-  const directRun = () => engine.run({ sql: rewritten, direct: false, settings: [], timeoutMs: limits.queryTimeoutMs, maxRows: limits.maxRows, maxBytes: limits.maxResultBytes });
+  const settings = scopeSettings([...policy.allowed.values()], scopes.periods);
+  const directRun = () => engine.run({ sql: rewritten, direct: false, settings, timeoutMs: limits.queryTimeoutMs, maxRows: limits.maxRows, maxBytes: limits.maxResultBytes });
   const viaApi = () => inject('POST', `/v1/connections/${conn}/query`, { sql: SQL }, key);
   await timeEachAsync(20, directRun);
   await timeEachAsync(20, viaApi);

@@ -9,7 +9,7 @@ import { parseScopes } from '../catalogue/index.js';
 import type { Limits } from '../config.js';
 import { assertUsable, getConnection, type ConnectionRow } from '../connections/index.js';
 import { DemoQueryError, type DemoEngine } from '../demo/engine.js';
-import { quoteIdent, quoteLiteral } from '../demo/load.js';
+import { quoteIdent, quoteLiteral, scopeSettings } from '../demo/load.js';
 import type { ColumnInfo, Row } from '../embedded/index.js';
 import { ApiError, isApiError } from '../errors.js';
 import type { Store } from '../store/index.js';
@@ -145,7 +145,7 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
     result = await engine.run({
       sql: checked.sql,
       direct: checked.kind === 'explain',
-      settings: [],
+      settings: scopeSettings([...policy.allowed.values()], scopes.periods),
       timeoutMs: deps.limits.queryTimeoutMs,
       maxRows: deps.limits.maxRows,
       maxBytes: deps.limits.maxResultBytes,

@@ -3,7 +3,7 @@
  * rows of the scopes — checked against counts computed on the same demo database directly.
  */
 import t from 'tap';
-import { api, openConnection, signupAgent, startServer, type TestServer } from '../helpers/server.js';
+import { api, groundTruth, openConnection, signupAgent, startServer, type TestServer } from '../helpers/server.js';
 
 let srv: TestServer;
 t.before(async () => {
@@ -24,12 +24,7 @@ interface QueryBody {
   error?: { code: string; message: string; details?: Record<string, unknown> };
 }
 
-/** Ground truth straight from the demo engine, bypassing scopes (the harness's privilege, not the agent's). */
-async function direct(sql: string): Promise<Record<string, unknown>[]> {
-  const engine = await srv.svc.demoReady;
-  const r = await engine.run({ sql, direct: false, settings: [], timeoutMs: 10_000, maxRows: 1_000_000, maxBytes: 100_000_000 });
-  return [...r.rows];
-}
+const direct = (sql: string) => groundTruth(srv, sql);
 
 t.test('read:encounters + period:2024-Q1 returns exactly the Q1-2024 encounters', async (t) => {
   const a = await signupAgent(srv.url);

@@ -12,6 +12,7 @@ import { buildApp, type SvcApp } from '../../control-plane/app.js';
 import { Catalogue } from '../../control-plane/catalogue/index.js';
 import { loadConfig, type Config, type Limits } from '../../control-plane/config.js';
 import { embeddedDemoImage } from '../../control-plane/demo/engine.js';
+import { scopeSettings } from '../../control-plane/demo/load.js';
 import { embeddedStoreTemplate, MIGRATIONS } from '../../control-plane/store/index.js';
 
 const CACHE = path.join(os.tmpdir(), 'svc-test-cache');
@@ -172,4 +173,15 @@ export async function freshDatabase(prefix = 'svc_test'): Promise<{ url: string;
       await c.end();
     },
   };
+}
+
+/**
+ * Ground truth from the demo engine itself, every table and period in scope: the harness's
+ * privilege, never the agent's. Used to check that scoped answers equal the true in-scope answer.
+ */
+export async function groundTruth(srv: TestServer, sql: string): Promise<Record<string, unknown>[]> {
+  const engine = await srv.svc.demoReady;
+  const tables = srv.svc.services.catalogue.datasets.flatMap((d) => d.tables.map((t) => ({ schema: d.schema, table: t.name })));
+  const r = await engine.run({ sql, direct: false, settings: scopeSettings(tables, []), timeoutMs: 10_000, maxRows: 1_000_000, maxBytes: 100_000_000 });
+  return [...r.rows];
 }
