@@ -278,6 +278,11 @@ const pgTypes = {
     oid === INT8_OID ? (v: string) => v : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
 };
 
+/** pg's option for the extended protocol (one statement per round trip); absent from its types. */
+function extended(q: pg.QueryArrayConfig): pg.QueryArrayConfig {
+  return Object.assign(q, { queryMode: 'extended' as const });
+}
+
 export class PostgresDemoEngine implements DemoEngine {
   readonly kind = 'postgres' as const;
   private readonly pool: pg.Pool;
@@ -317,7 +322,10 @@ export class PostgresDemoEngine implements DemoEngine {
     try {
       await c.query('BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY');
       for (const stmt of preamble(q)) await c.query(stmt);
-      const first = q.direct ? await c.query({ text: q.sql, rowMode: 'array' }) : (await c.query(`DECLARE svc_cursor NO SCROLL CURSOR FOR ${q.sql}`), undefined);
+      // the extended protocol: one statement per round trip, whatever the text holds
+      const first = q.direct
+        ? await c.query(extended({ text: q.sql, rowMode: 'array' }))
+        : (await c.query(extended({ text: `DECLARE svc_cursor NO SCROLL CURSOR FOR ${q.sql}`, rowMode: 'array' })), undefined);
       let collector: RowCollector | undefined;
       const columnsOf = (fields: readonly { name: string; dataTypeID: number }[]): ColumnInfo[] => {
         const names = uniqueColumnNames(fields.map((f) => f.name));
@@ -330,7 +338,7 @@ export class PostgresDemoEngine implements DemoEngine {
         for (const row of first.rows as unknown[][]) if (!collector.add(row)) break;
       } else {
         for (;;) {
-          const batch = await c.query({ text: 'FETCH 500 FROM svc_cursor', rowMode: 'array' });
+          const batch = await c.query(extended({ text: 'FETCH 500 FROM svc_cursor', rowMode: 'array' }));
           if (!collector) {
             columns = columnsOf(batch.fields);
             collector = new RowCollector(columns, q.maxRows, q.maxBytes);

@@ -45,6 +45,9 @@ async function exercise(t: Tap.Test, engine: DemoEngine): Promise<void> {
   };
   await refused(`SELECT set_config('svc.tables', 'demo_healthcare.claims', true)`, '42501', 'the reader cannot call set_config');
   await refused('SELECT * FROM svc_meta.demo_version', '42501', 'the reader cannot read the control tables');
+  // the extended protocol runs one statement per round trip, whatever the text holds
+  await t.rejects(engine.run({ ...query('SELECT 1 AS n; SELECT 2 AS n', scopeSettings([enc], [])), direct: true }), { code: 'DEMO_ERR_SQL' }, 'no second statement');
+  await t.rejects(engine.run(query('SELECT 1 AS n; COMMIT', scopeSettings([enc], []))), { code: 'DEMO_ERR_SQL' }, 'no COMMIT smuggled after the cursor');
   // a write cannot even be declared as a cursor, and the role has no write privilege either
   await t.rejects(engine.run({ ...query(`INSERT INTO demo_healthcare.encounters (encounter_id) VALUES ('x')`, scopeSettings([enc], [])), direct: true }), { code: 'DEMO_ERR_SQL' }, 'no writes');
 }
