@@ -10,6 +10,7 @@ import type { Config } from './config.js';
 import { startDemoEngine, type DemoEngine } from './demo/engine.js';
 import { registerAuth } from './http/auth.js';
 import { registerErrorHandling } from './http/errors.js';
+import { registerRateLimits } from './http/rate-limit.js';
 import { accountRoutes } from './routes/accounts.js';
 import { auditRoutes } from './routes/audit.js';
 import { catalogueRoutes } from './routes/catalogue.js';
@@ -77,6 +78,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const services: Services = { config, store, catalogue, demo: () => demoReady };
   registerErrorHandling(app);
   registerAuth(app, store);
+  registerRateLimits(app, { perKeyPerSecond: config.rateLimitPerKey, signupsPerMinute: config.signupRateLimit });
   accountRoutes(app, services);
   catalogueRoutes(app, services);
   connectionRoutes(app, services);

@@ -33,6 +33,10 @@ export interface Config {
   readonly webhookRetryDelaysMs: readonly number[];
   readonly webhookAllowPrivate: boolean;
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /** requests per second per agent key; 0 disables */
+  readonly rateLimitPerKey: number;
+  /** signups per minute per client address; 0 disables */
+  readonly signupRateLimit: number;
   /** number of embedded demo-engine workers kept warm (each holds its own copy of the demo data) */
   readonly demoWorkers: number;
   readonly limits: Limits;
@@ -132,6 +136,8 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     bodyLimitBytes: int('SVC_BODY_LIMIT_BYTES', 1_048_576, 1_024, 16_777_216),
   };
   const demoWorkers = int('SVC_DEMO_WORKERS', 2, 1, 16);
+  const rateLimitPerKey = int('SVC_RATE_LIMIT', 100, 0, 100_000);
+  const signupRateLimit = int('SVC_SIGNUP_RATE_LIMIT', 600, 0, 100_000);
 
   if (problems.length > 0) throw new ConfigError(problems);
   return {
@@ -149,6 +155,8 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     webhookAllowPrivate: allowPrivate === '1' || allowPrivate === 'true',
     logLevel,
     demoWorkers,
+    rateLimitPerKey,
+    signupRateLimit,
     limits,
   };
 }

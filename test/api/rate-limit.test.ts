@@ -1,0 +1,38 @@
+import t from 'tap';
+import { TokenBuckets } from '../../control-plane/http/rate-limit.js';
+import { api, signupAgent, startServer } from '../helpers/server.js';
+
+t.test('token buckets allow the burst, then refill at the rate', async (t) => {
+  const b = new TokenBuckets(2, 4);
+  const now = 1_000_000;
+  for (let i = 0; i < 4; i++) t.equal(b.take('k', now), 0);
+  t.equal(b.take('k', now), 1, 'over the burst: wait a second');
+  t.equal(b.take('other', now), 0, 'buckets are per key');
+  t.equal(b.take('k', now + 500), 0, 'half a second refills one token at 2/s');
+  t.ok(b.take('k', now + 500) > 0);
+});
+
+t.test('an agent over its limit gets 429 rate_limited with Retry-After; others are unaffected', async (t) => {
+  const srv = await startServer({ env: { SVC_RATE_LIMIT: '5', SVC_SIGNUP_RATE_LIMIT: '3' } });
+  t.teardown(() => srv.close());
+  const a = await signupAgent(srv.url, 'A');
+  const b = await signupAgent(srv.url, 'B');
+  const statuses: number[] = [];
+  let limited: Awaited<ReturnType<typeof api<{ error: { code: string; message: string } }>>> | undefined;
+  for (let i = 0; i < 15; i++) {
+    const r = await api<{ error: { code: string; message: string } }>(srv.url, 'GET', '/v1/connections/packs', { key: a.key });
+    statuses.push(r.status);
+    if (r.status === 429) limited ??= r;
+  }
+  t.ok(statuses.filter((s) => s === 200).length >= 10, 'the burst (2× the rate) passes');
+  t.ok(limited, 'then requests are limited');
+  t.equal(limited?.body.error.code, 'rate_limited');
+  t.match(limited?.headers.get('retry-after'), /^\d+$/);
+  t.equal((await api(srv.url, 'GET', '/v1/connections/packs', { key: b.key })).status, 200, 'another key is unaffected');
+
+  // signups per address: 2 made above, 1 more allowed at a burst of 3
+  t.equal((await api(srv.url, 'POST', '/v1/agent/account', { body: { orgName: 'C', agentName: 'c' } })).status, 201);
+  const over = await api<{ error: { code: string } }>(srv.url, 'POST', '/v1/agent/account', { body: { orgName: 'D', agentName: 'd' } });
+  t.equal(over.status, 429);
+  t.equal(over.body.error.code, 'rate_limited');
+});
