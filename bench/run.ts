@@ -75,7 +75,7 @@ async function main(): Promise<void> {
   const rewritten = checkAndRewrite(SQL, policy).sql;
   const limits = config.limits;
   const settings = scopeSettings([...policy.allowed.values()], scopes.periods);
-  const directRun = () => engine.run({ sql: rewritten, direct: false, settings, timeoutMs: limits.queryTimeoutMs, maxRows: limits.maxRows, maxBytes: limits.maxResultBytes });
+  const directRun = () => engine.run({ sql: rewritten, direct: false, settings, tenant: 'bench', timeoutMs: limits.queryTimeoutMs, maxRows: limits.maxRows, maxBytes: limits.maxResultBytes });
   const viaApi = () => inject('POST', `/v1/connections/${conn}/query`, { sql: SQL }, key);
   await timeEachAsync(20, directRun);
   await timeEachAsync(20, viaApi);

@@ -11,6 +11,8 @@ import { startDemoEngine, type DemoEngine } from './demo/engine.js';
 import { registerAuth } from './http/auth.js';
 import { registerErrorHandling } from './http/errors.js';
 import { registerRateLimits } from './http/rate-limit.js';
+import { ApiError } from './errors.js';
+import { sweepReservations } from './billing/index.js';
 import { accountRoutes } from './routes/accounts.js';
 import { auditRoutes } from './routes/audit.js';
 import { catalogueRoutes } from './routes/catalogue.js';
@@ -64,9 +66,39 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     genReqId: () => `req_${randomBytes(9).toString('base64url')}`,
     requestIdHeader: false,
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false } },
-    return503OnClosing: true,
-    forceCloseConnections: true,
+    // requests in flight finish on close; idle keep-alive sockets are closed at once
+    return503OnClosing: false,
+    forceCloseConnections: 'idle',
   }).withTypeProvider<TypeBoxTypeProvider>();
+
+  // closing: new requests get the contract's 503; running queries are waited for
+  let closing = false;
+  let inflight = 0;
+  let drained: (() => void) | undefined;
+  const track = async <T>(work: () => Promise<T>): Promise<T> => {
+    inflight++;
+    try {
+      return await work();
+    } finally {
+      inflight--;
+      if (inflight === 0) drained?.();
+    }
+  };
+  app.addHook('onRequest', async (_req, reply) => {
+    if (closing) {
+      void reply.header('connection', 'close');
+      throw new ApiError('service_unavailable', 'the service is shutting down; retry shortly', undefined, { 'Retry-After': '1' });
+    }
+  });
+  app.addHook('preClose', async () => {
+    closing = true;
+    if (inflight > 0) {
+      await new Promise<void>((resolve) => {
+        drained = resolve;
+        setTimeout(resolve, config.limits.queryTimeoutMs + 5000).unref();
+      });
+    }
+  });
 
   // JSON only: a text body is 415, not a string that fails validation
   app.removeContentTypeParser(['text/plain']);
@@ -75,7 +107,15 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     void reply.header('x-request-id', String(req.id));
   });
 
-  const services: Services = { config, store, catalogue, demo: () => demoReady };
+  const services: Services = { config, store, catalogue, demo: () => demoReady, track };
+
+  // money held by queries that a crash or kill interrupted goes back: at start, then every minute
+  const staleAfterMs = 2 * config.limits.queryTimeoutMs + 60_000;
+  await sweepReservations(store, staleAfterMs);
+  const sweeper = setInterval(() => {
+    sweepReservations(store, staleAfterMs).catch((err: unknown) => app.log.warn({ err: { message: (err as Error).message } }, 'reservation sweep failed'));
+  }, 60_000);
+  sweeper.unref();
   registerErrorHandling(app);
   registerAuth(app, store);
   registerRateLimits(app, { perKeyPerSecond: config.rateLimitPerKey, signupsPerMinute: config.signupRateLimit });
@@ -86,6 +126,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   systemRoutes(app, services, () => ({ demo: demoEngine !== undefined }));
 
   app.addHook('onClose', async () => {
+    clearInterval(sweeper);
     const engine = await demoReady.catch(() => undefined);
     await engine?.close();
     await store.close();

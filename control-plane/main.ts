@@ -31,7 +31,7 @@ async function main(): Promise<void> {
     if (closing) return;
     closing = true;
     app.log.info({ signal }, 'shutting down');
-    const force = setTimeout(() => process.exit(1), 15_000);
+    const force = setTimeout(() => process.exit(1), config.limits.queryTimeoutMs + 15_000);
     force.unref();
     app.close().then(
       () => process.exit(0),

@@ -67,31 +67,50 @@ export interface StoredEvent {
 }
 
 /**
- * Verify events in storage order against the genesis hash and the recorded head. The first event
- * whose position, link or hash is wrong is reported; a head that does not match the end of the
- * chain (a truncated tail) is reported at the first missing seq.
+ * Verifies events one at a time in storage order (so a chain of any length is checked in bounded
+ * memory): the first event whose position, link or hash is wrong is reported; at the end, a head
+ * that does not match the end of the chain is reported at the first seq past the shorter of the
+ * two (a truncated tail, or events appended past the recorded head).
  */
-export function verifyChain(genesis: string, events: readonly StoredEvent[], head?: { seq: number; hash: string }): VerifyResult {
-  let prev = genesis;
-  let checked = 0;
-  for (const ev of events) {
-    const expectedSeq = checked + 1;
-    checked++;
+export class ChainVerifier {
+  private prev: string;
+  private checked = 0;
+  private broken: VerifyResult | undefined;
+
+  constructor(genesis: string) {
+    this.prev = genesis;
+  }
+
+  /** Check the next event; false once the chain is broken (later events need not be read). */
+  push(ev: StoredEvent): boolean {
+    if (this.broken) return false;
+    const expectedSeq = ++this.checked;
     const body = ev.body as EventBody;
-    if (ev.seq !== expectedSeq || body.seq !== expectedSeq) {
-      return { verified: false, events_checked: checked, broken_at: expectedSeq, reason: `expected seq ${expectedSeq}, found ${String(body.seq)}` };
-    }
-    if (body.prev_hash !== prev) {
-      return { verified: false, events_checked: checked, broken_at: expectedSeq, reason: 'prev_hash does not link to the previous event' };
-    }
-    if (eventHash(body) !== ev.hash) {
-      return { verified: false, events_checked: checked, broken_at: expectedSeq, reason: 'hash does not match the event' };
-    }
-    prev = ev.hash;
+    const fail = (reason: string): boolean => {
+      this.broken = { verified: false, events_checked: this.checked, broken_at: expectedSeq, reason };
+      return false;
+    };
+    if (ev.seq !== expectedSeq || body.seq !== expectedSeq) return fail(`expected seq ${expectedSeq}, found ${String(body.seq)}`);
+    if (body.prev_hash !== this.prev) return fail('prev_hash does not link to the previous event');
+    if (eventHash(body) !== ev.hash) return fail('hash does not match the event');
+    this.prev = ev.hash;
+    return true;
   }
-  if (head && (head.seq !== checked || head.hash !== prev)) {
-    const brokenAt = head.seq > checked ? checked + 1 : Math.max(head.seq, 1);
-    return { verified: false, events_checked: checked, broken_at: brokenAt, reason: 'the recorded head does not match the end of the chain' };
+
+  finish(head?: { seq: number; hash: string }): VerifyResult {
+    if (this.broken) return this.broken;
+    if (head && (head.seq !== this.checked || head.hash !== this.prev)) {
+      const brokenAt = Math.min(head.seq, this.checked) + 1;
+      const reason = this.checked > head.seq ? 'events exist past the recorded head' : 'the recorded head does not match the end of the chain';
+      return { verified: false, events_checked: this.checked, broken_at: head.seq === this.checked ? Math.max(1, this.checked) : brokenAt, reason };
+    }
+    return { verified: true, events_checked: this.checked, broken_at: null };
   }
-  return { verified: true, events_checked: checked, broken_at: null };
+}
+
+/** Verify a whole sequence of events against the genesis hash and, when given, the recorded head. */
+export function verifyChain(genesis: string, events: readonly StoredEvent[], head?: { seq: number; hash: string }): VerifyResult {
+  const v = new ChainVerifier(genesis);
+  for (const ev of events) if (!v.push(ev)) break;
+  return v.finish(head);
 }

@@ -4,9 +4,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Sql, Store } from '../store/index.js';
-import { eventHash, verifyChain, type EventBody, type StoredEvent, type VerifyResult } from './chain.js';
+import { ChainVerifier, eventHash, type EventBody, type StoredEvent, type VerifyResult } from './chain.js';
 
-export { canon, eventHash, genesisHash, sha256Hex, verifyChain, type VerifyResult, type GenesisInput } from './chain.js';
+export { canon, eventHash, genesisHash, sha256Hex, verifyChain, ChainVerifier, type VerifyResult, type GenesisInput } from './chain.js';
 
 export class AuditError extends Error {
   readonly code = 'AUDIT_ERR_NO_CONNECTION';
@@ -82,10 +82,25 @@ export async function listEvents(store: Store, connectionId: string, afterSeq: n
   return rows.map((r) => toEvent(parse(r)));
 }
 
+/**
+ * Verify a connection's chain from one consistent snapshot of its head and events (queries may
+ * be appending meanwhile), page by page.
+ */
 export async function verifyConnection(store: Store, connectionId: string): Promise<VerifyResult> {
-  const [c] = await store.query<{ genesis_hash: string; head_hash: string; head_seq: number }>('SELECT genesis_hash, head_hash, head_seq FROM connections WHERE id = $1', [connectionId]);
-  if (!c) throw new AuditError(`connection ${connectionId} not found`);
-  const events: StoredEvent[] = [];
-  for await (const e of eventsOf(store, connectionId)) events.push(e);
-  return verifyChain(c.genesis_hash, events, { seq: c.head_seq, hash: c.head_hash });
+  return store.tx(async (sql) => {
+    await sql.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY');
+    const [c] = await sql.query<{ genesis_hash: string; head_hash: string; head_seq: number }>('SELECT genesis_hash, head_hash, head_seq FROM connections WHERE id = $1', [connectionId]);
+    if (!c) throw new AuditError(`connection ${connectionId} not found`);
+    const verifier = new ChainVerifier(c.genesis_hash);
+    let after = 0;
+    for (;;) {
+      const rows = await sql.query<EventRow>('SELECT seq, body, hash FROM audit_events WHERE connection_id = $1 AND seq > $2 ORDER BY seq LIMIT $3', [connectionId, after, PAGE]);
+      let ok = true;
+      for (const r of rows) if (!(ok = verifier.push(parse(r)))) break;
+      const last = rows[rows.length - 1];
+      if (!ok || rows.length < PAGE || !last) break;
+      after = last.seq;
+    }
+    return verifier.finish({ seq: c.head_seq, hash: c.head_hash });
+  });
 }

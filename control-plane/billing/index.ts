@@ -5,6 +5,7 @@
  * trial or from the wallet (one UPDATE with its condition in the WHERE clause), so concurrent
  * queries can never spend the same allowance twice; it is settled or refunded afterwards.
  */
+import { randomBytes } from 'node:crypto';
 import { ApiError } from '../errors.js';
 import type { Sql, Store } from '../store/index.js';
 
@@ -23,8 +24,15 @@ export const TRIAL = {
 export const TOPUP_MIN_CENTS = 100;
 export const TOPUP_MAX_CENTS = 1_000_000;
 
-export function centsFromNc(nc: number): number {
-  return nc / NC_PER_CENT;
+/** The most a wallet may hold: $50,000 (keeps every balance exact in a JavaScript number). */
+export const WALLET_MAX_CENTS = 5_000_000;
+
+/** Cents from nanocents; lifetime totals past 2^53 nc arrive as bigint or text and stay exact to the nanocent. */
+export function centsFromNc(nc: number | bigint | string): number {
+  if (typeof nc === 'number') return nc / NC_PER_CENT;
+  const b = BigInt(nc);
+  const per = BigInt(NC_PER_CENT);
+  return Number(b / per) + Number(b % per) / NC_PER_CENT;
 }
 
 export function queryCostNc(bytes: number): number {
@@ -35,6 +43,7 @@ export type Payer = 'trial' | 'wallet';
 
 /** What was reserved for one query; settle or refund it exactly once. */
 export interface Reservation {
+  readonly id: string;
   readonly orgId: string;
   readonly payer: Payer;
   readonly heldNc: number;
@@ -56,6 +65,7 @@ export function billingConfig(maxResultBytes: number): Record<string, unknown> {
     wallet: {
       topup_min_cents: TOPUP_MIN_CENTS,
       topup_max_cents: TOPUP_MAX_CENTS,
+      balance_max_cents: WALLET_MAX_CENTS,
       auto_reload: 'optional: when the balance falls below threshold_cents, amount_cents is added',
       hold_per_query_cents: queryCostNc(maxResultBytes) / NC_PER_CENT,
     },
@@ -80,11 +90,15 @@ async function ledger(sql: Sql, orgId: string, kind: string, amountNc: number, b
   ]);
 }
 
-/** Credit the wallet; returns the new balance. */
-export async function credit(sql: Sql, orgId: string, amountNc: number, kind: 'topup' | 'auto_reload'): Promise<number> {
-  const rows = await sql.query<{ wallet_nc: number }>('UPDATE orgs SET wallet_nc = wallet_nc + $2 WHERE id = $1 RETURNING wallet_nc', [orgId, amountNc]);
+/** Credit the wallet; returns the new balance, or undefined when it would pass WALLET_MAX_CENTS. */
+export async function credit(sql: Sql, orgId: string, amountNc: number, kind: 'topup' | 'auto_reload'): Promise<number | undefined> {
+  const rows = await sql.query<{ wallet_nc: number }>('UPDATE orgs SET wallet_nc = wallet_nc + $2 WHERE id = $1 AND wallet_nc + wallet_held_nc + $2 <= $3 RETURNING wallet_nc', [
+    orgId,
+    amountNc,
+    WALLET_MAX_CENTS * NC_PER_CENT,
+  ]);
   const balance = rows[0]?.wallet_nc;
-  if (balance === undefined) throw new ApiError('not_found', 'organization not found');
+  if (balance === undefined) return undefined;
   await ledger(sql, orgId, kind, amountNc, balance, null);
   return balance;
 }
@@ -95,30 +109,44 @@ async function maybeAutoReload(sql: Sql, orgId: string): Promise<boolean> {
   const o = rows[0];
   if (!o || o.auto_reload_threshold_nc === null || o.auto_reload_amount_nc === null) return false;
   if (o.wallet_nc >= o.auto_reload_threshold_nc) return false;
-  await credit(sql, orgId, o.auto_reload_amount_nc, 'auto_reload');
-  return true;
+  return (await credit(sql, orgId, o.auto_reload_amount_nc, 'auto_reload')) !== undefined;
 }
 
 /**
  * Reserve the price of one query: from the trial when it has allowance left, else a hold on the
- * wallet large enough for the largest response. Throws 402 when neither can pay.
+ * wallet large enough for the largest response. Throws 402 when neither can pay. The reservation
+ * is recorded (table `reservations`) in the same transaction, so a crash between reserve and
+ * settle is undone by `sweepReservations` instead of leaking held money.
  */
 export async function reserve(store: Store, orgId: string, maxResultBytes: number): Promise<Reservation> {
-  const trial = await store.query(
-    `UPDATE orgs SET trial_queries_used = trial_queries_used + 1, trial_spent_nc = trial_spent_nc + $2
-      WHERE id = $1 AND trial_queries_used < $3 AND trial_egress_used < $4 AND trial_expires_at > $5 AND trial_spent_nc + $2 <= $6
-      RETURNING id`,
-    [orgId, QUERY_PRICE_NC, TRIAL.queries, TRIAL.egressBytes, new Date().toISOString(), TRIAL.creditNc],
-  );
-  if (trial.length === 1) return { orgId, payer: 'trial', heldNc: QUERY_PRICE_NC };
+  const id = newReservationId();
+  const now = new Date().toISOString();
+  const record = (sql: Sql, payer: Payer, held: number) =>
+    sql.query('INSERT INTO reservations (id, org_id, payer, held_nc, created_at) VALUES ($1, $2, $3, $4, $5)', [id, orgId, payer, held, now]);
+
+  const trial = await store.tx(async (sql) => {
+    const rows = await sql.query(
+      `UPDATE orgs SET trial_queries_used = trial_queries_used + 1, trial_spent_nc = trial_spent_nc + $2
+        WHERE id = $1 AND trial_queries_used < $3 AND trial_egress_used < $4 AND trial_expires_at > $5 AND trial_spent_nc + $2 <= $6
+        RETURNING id`,
+      [orgId, QUERY_PRICE_NC, TRIAL.queries, TRIAL.egressBytes, now, TRIAL.creditNc],
+    );
+    if (rows.length === 1) await record(sql, 'trial', QUERY_PRICE_NC);
+    return rows.length === 1;
+  });
+  if (trial) return { id, orgId, payer: 'trial', heldNc: QUERY_PRICE_NC };
 
   const hold = queryCostNc(maxResultBytes);
   for (let attempt = 0; attempt < 2; attempt++) {
-    const held = await store.query(
-      'UPDATE orgs SET wallet_nc = wallet_nc - $2, wallet_held_nc = wallet_held_nc + $2 WHERE id = $1 AND wallet_nc >= $2 RETURNING id',
-      [orgId, hold],
-    );
-    if (held.length === 1) return { orgId, payer: 'wallet', heldNc: hold };
+    const held = await store.tx(async (sql) => {
+      const rows = await sql.query(
+        'UPDATE orgs SET wallet_nc = wallet_nc - $2, wallet_held_nc = wallet_held_nc + $2 WHERE id = $1 AND wallet_nc >= $2 RETURNING id',
+        [orgId, hold],
+      );
+      if (rows.length === 1) await record(sql, 'wallet', hold);
+      return rows.length === 1;
+    });
+    if (held) return { id, orgId, payer: 'wallet', heldNc: hold };
     if (attempt === 0 && !(await store.tx((sql) => maybeAutoReload(sql, orgId)))) break;
   }
   const [o] = await store.query<{ wallet_nc: number }>('SELECT wallet_nc FROM orgs WHERE id = $1', [orgId]);
@@ -129,9 +157,22 @@ export async function reserve(store: Store, orgId: string, maxResultBytes: numbe
   );
 }
 
-/** Charge the query for `bytes` of egress (in the caller's transaction); returns its list cost in nc. */
+function newReservationId(): string {
+  return `rsv_${randomBytes(12).toString('base64url')}`;
+}
+
+/** Remove the reservation record; false when it is gone already (swept), so its money moves once. */
+async function claim(sql: Sql, r: Reservation): Promise<boolean> {
+  return (await sql.query('DELETE FROM reservations WHERE id = $1 RETURNING id', [r.id])).length === 1;
+}
+
+/**
+ * Charge the query for `bytes` of egress (in the caller's transaction); returns its list cost in
+ * nc. A timed-out statement is charged the query price with no egress.
+ */
 export async function settle(sql: Sql, r: Reservation, bytes: number): Promise<number> {
   const cost = queryCostNc(bytes);
+  if (!(await claim(sql, r))) return 0; // already swept back: nothing is charged twice or from nothing
   if (r.payer === 'trial') {
     await sql.query(
       `UPDATE orgs SET trial_egress_used = trial_egress_used + $2, trial_spent_nc = trial_spent_nc + $3,
@@ -150,13 +191,30 @@ export async function settle(sql: Sql, r: Reservation, bytes: number): Promise<n
   return cost;
 }
 
-/** Give back a reservation for a query that did not run to completion. */
-export async function refund(sql: Sql, r: Reservation): Promise<void> {
-  if (r.payer === 'trial') {
-    await sql.query('UPDATE orgs SET trial_queries_used = trial_queries_used - 1, trial_spent_nc = trial_spent_nc - $2 WHERE id = $1', [r.orgId, r.heldNc]);
+async function giveBack(sql: Sql, orgId: string, payer: Payer, heldNc: number): Promise<void> {
+  if (payer === 'trial') {
+    await sql.query('UPDATE orgs SET trial_queries_used = trial_queries_used - 1, trial_spent_nc = trial_spent_nc - $2 WHERE id = $1', [orgId, heldNc]);
   } else {
-    await sql.query('UPDATE orgs SET wallet_held_nc = wallet_held_nc - $2, wallet_nc = wallet_nc + $2 WHERE id = $1', [r.orgId, r.heldNc]);
+    await sql.query('UPDATE orgs SET wallet_held_nc = wallet_held_nc - $2, wallet_nc = wallet_nc + $2 WHERE id = $1', [orgId, heldNc]);
   }
+}
+
+/** Give back a reservation for a query that did not run. */
+export async function refund(sql: Sql, r: Reservation): Promise<void> {
+  if (await claim(sql, r)) await giveBack(sql, r.orgId, r.payer, r.heldNc);
+}
+
+/**
+ * Give back every reservation older than `olderThanMs`: what a crash or a kill between reserve
+ * and settle left held. Run at start and periodically; returns how many were swept.
+ */
+export async function sweepReservations(store: Store, olderThanMs: number): Promise<number> {
+  const cutoff = new Date(Date.now() - olderThanMs).toISOString();
+  return store.tx(async (sql) => {
+    const stale = await sql.query<{ org_id: string; payer: Payer; held_nc: number }>('DELETE FROM reservations WHERE created_at < $1 RETURNING org_id, payer, held_nc', [cutoff]);
+    for (const r of stale) await giveBack(sql, r.org_id, r.payer, Number(r.held_nc));
+    return stale.length;
+  });
 }
 
 export interface AutoReload {
@@ -175,15 +233,23 @@ export async function topup(store: Store, orgId: string, amountCents: number, au
         autoReload.amount_cents * NC_PER_CENT,
       ]);
     }
-    return amountCents > 0 ? credit(sql, orgId, amountCents * NC_PER_CENT, 'topup') : (await sql.query<{ wallet_nc: number }>('SELECT wallet_nc FROM orgs WHERE id = $1', [orgId]))[0]?.wallet_nc ?? 0;
+    if (amountCents === 0) return (await sql.query<{ wallet_nc: number }>('SELECT wallet_nc FROM orgs WHERE id = $1', [orgId]))[0]?.wallet_nc ?? 0;
+    const balance = await credit(sql, orgId, amountCents * NC_PER_CENT, 'topup');
+    if (balance === undefined) {
+      throw new ApiError('invalid_request', `a wallet holds at most ${WALLET_MAX_CENTS} cents; top up less (see GET /v1/agent/account/usage for the balance)`, {
+        field: 'amount_cents',
+        wallet_max_cents: WALLET_MAX_CENTS,
+      });
+    }
+    return balance;
   });
 }
 
 export interface UsageRow {
   queries_total: number;
-  egress_total: number;
-  list_spend_nc: number;
-  wallet_spend_nc: number;
+  egress_total: number | bigint | string;
+  list_spend_nc: number | bigint | string;
+  wallet_spend_nc: number | bigint | string;
   wallet_nc: number;
   wallet_held_nc: number;
   trial_queries_used: number;
@@ -204,7 +270,7 @@ export async function usage(store: Store, orgId: string): Promise<Record<string,
   const active = queriesLeft > 0 && egressLeft > 0 && creditLeft >= QUERY_PRICE_NC && expires.getTime() > Date.now();
   return {
     queries: u.queries_total,
-    egress_bytes: u.egress_total,
+    egress_bytes: typeof u.egress_total === 'number' ? u.egress_total : Number(u.egress_total),
     spend_cents: centsFromNc(u.list_spend_nc),
     wallet_spend_cents: centsFromNc(u.wallet_spend_nc),
     wallet_balance_cents: centsFromNc(u.wallet_nc),

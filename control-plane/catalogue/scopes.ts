@@ -42,6 +42,7 @@ const MAX_SCOPES = 64;
 const IDENT = /^[a-z_][a-z0-9_$]{0,62}$/;
 
 export function periodInterval(value: string): Interval | undefined {
+  if (value.startsWith('0000')) return undefined; // there is no year 0
   let m = /^(\d{4})$/.exec(value);
   if (m) {
     const y = Number(m[1]);

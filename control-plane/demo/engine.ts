@@ -11,6 +11,7 @@ import pg from 'pg';
 import { EmbeddedError, EmbeddedPostgres, RowCollector, siblingModule, uniqueColumnNames, type ColumnInfo, type ReadQueryResult } from '../embedded/index.js';
 import type { DatasetDef } from './types.js';
 import { DEMO_READER_ROLE, demoFingerprint, loadScript } from './load.js';
+import { FairGate, GateError } from './gate.js';
 
 export interface DemoQuery {
   /** checked and rewritten statement */
@@ -22,18 +23,23 @@ export interface DemoQuery {
   readonly timeoutMs: number;
   readonly maxRows: number;
   readonly maxBytes: number;
+  /** the organization the statement runs for: the engines share themselves fairly between them */
+  readonly tenant: string;
 }
 
 export class DemoQueryError extends Error {
   readonly code: 'DEMO_ERR_TIMEOUT' | 'DEMO_ERR_SQL' | 'DEMO_ERR_UNAVAILABLE';
   readonly sqlState: string | undefined;
   readonly position: number | undefined;
-  constructor(code: DemoQueryError['code'], message: string, sqlState?: string, position?: number) {
+  /** whether the statement had started on an engine (a timeout after it started used the engine) */
+  readonly started: boolean;
+  constructor(code: DemoQueryError['code'], message: string, sqlState?: string, position?: number, started = true) {
     super(message);
     this.name = 'DemoQueryError';
     this.code = code;
     this.sqlState = sqlState;
     this.position = position;
+    this.started = started;
   }
 }
 
@@ -115,6 +121,12 @@ interface Slot {
   idleTimer?: NodeJS.Timeout;
 }
 
+interface SlotWaiter {
+  resolve: (slot: Slot) => void;
+  reject: (err: DemoQueryError) => void;
+  timer: NodeJS.Timeout;
+}
+
 export interface EmbeddedPoolOptions {
   /** workers kept warm */
   readonly min: number;
@@ -123,19 +135,27 @@ export interface EmbeddedPoolOptions {
   readonly idleRetireMs?: number;
 }
 
+/** Half the engine at most for one organization, so others always find room. */
+function perTenant(capacity: number): number {
+  return Math.max(1, Math.floor(capacity / 2));
+}
+
 export class EmbeddedDemoEngine implements DemoEngine {
   readonly kind = 'embedded' as const;
   private readonly slots: Slot[] = [];
-  private readonly waiters: Array<(slot: Slot) => void> = [];
+  private readonly waiters: SlotWaiter[] = [];
   private starting = 0;
   private closed = false;
   /** every worker after the first starts from this image */
   private readonly image: Promise<Uint8Array>;
   private readonly options: Required<EmbeddedPoolOptions>;
+  readonly gate: FairGate;
 
   private constructor(image: Promise<Uint8Array>, options: EmbeddedPoolOptions) {
     this.image = image;
     this.options = { idleRetireMs: 60_000, ...options };
+    // an organization's share is half of the *warm* workers: the rest are free for others at once
+    this.gate = new FairGate(options.max, perTenant(options.min));
   }
 
   /** A pool whose workers all start from `image`. */
@@ -161,15 +181,15 @@ export class EmbeddedDemoEngine implements DemoEngine {
     return pool;
   }
 
+  /** number of live workers (for tests and metrics) */
+  get size(): number {
+    return this.slots.length;
+  }
+
   private adopt(engine: EmbeddedPostgres): void {
     const slot: Slot = { engine, busy: false };
     this.slots.push(slot);
     this.release(slot);
-  }
-
-  /** number of live workers (for tests and metrics) */
-  get size(): number {
-    return this.slots.length;
   }
 
   private async spawn(): Promise<void> {
@@ -186,11 +206,26 @@ export class EmbeddedDemoEngine implements DemoEngine {
     }
   }
 
+  private spawnInBackground(): void {
+    this.spawn().catch(() => {
+      // try again shortly while someone waits; otherwise the next demand starts one
+      if (!this.closed && this.waiters.length > 0) setTimeout(() => this.topUp(), 1000).unref();
+    });
+  }
+
+  /** Start workers while there are fewer than the minimum, or waiters and room to grow. */
+  private topUp(): void {
+    if (this.closed) return;
+    const total = this.slots.length + this.starting;
+    if (total < this.options.min || (this.waiters.length > 0 && total < this.options.max)) this.spawnInBackground();
+  }
+
   private release(slot: Slot): void {
     const next = this.waiters.shift();
     if (next) {
+      clearTimeout(next.timer);
       slot.busy = true;
-      next(slot);
+      next.resolve(slot);
       return;
     }
     slot.busy = false;
@@ -198,7 +233,7 @@ export class EmbeddedDemoEngine implements DemoEngine {
       slot.idleTimer = setTimeout(() => {
         if (!slot.busy && this.slots.length > this.options.min) {
           this.remove(slot);
-          void slot.engine.close();
+          slot.engine.close().catch(() => undefined);
         }
       }, this.options.idleRetireMs);
       slot.idleTimer.unref();
@@ -211,39 +246,58 @@ export class EmbeddedDemoEngine implements DemoEngine {
     if (slot.idleTimer) clearTimeout(slot.idleTimer);
   }
 
-  private acquire(): Promise<Slot> {
-    if (this.closed) return Promise.reject(new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo engine is shutting down'));
-    const idle = this.slots.find((s) => !s.busy && s.engine.alive);
+  private acquireSlot(timeoutMs: number): Promise<Slot> {
+    // workers that died while idle are dropped (and replaced below)
+    for (const dead of this.slots.filter((s) => !s.busy && !s.engine.alive)) this.remove(dead);
+    const idle = this.slots.find((s) => !s.busy);
     if (idle) {
       idle.busy = true;
       if (idle.idleTimer) clearTimeout(idle.idleTimer);
+      this.topUp();
       return Promise.resolve(idle);
     }
-    const wait = new Promise<Slot>((resolve) => this.waiters.push(resolve));
-    if (this.slots.length + this.starting < this.options.max) this.spawnInBackground();
+    const wait = new Promise<Slot>((resolve, reject) => {
+      const waiter: SlotWaiter = {
+        resolve,
+        reject,
+        timer: setTimeout(() => {
+          const i = this.waiters.indexOf(waiter);
+          if (i >= 0) this.waiters.splice(i, 1);
+          reject(new DemoQueryError('DEMO_ERR_TIMEOUT', `the statement waited ${timeoutMs} ms for an engine and was not run`, undefined, undefined, false));
+        }, Math.max(0, timeoutMs)),
+      };
+      this.waiters.push(waiter);
+    });
+    this.topUp();
     return wait;
   }
 
-  private spawnInBackground(): void {
-    this.spawn().catch(() => {
-      /* the next acquire or replacement tries again */
-    });
+  async run(q: DemoQuery): Promise<ReadQueryResult> {
+    const deadline = Date.now() + q.timeoutMs;
+    let leave: () => void;
+    try {
+      leave = await this.gate.acquire(q.tenant, q.timeoutMs);
+    } catch (err) {
+      if (err instanceof GateError && err.code === 'GATE_ERR_TIMEOUT') {
+        throw new DemoQueryError('DEMO_ERR_TIMEOUT', `the statement waited ${q.timeoutMs} ms for an engine (this organization's other statements hold its share) and was not run`, undefined, undefined, false);
+      }
+      throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo engine is shutting down');
+    }
+    try {
+      const slot = await this.acquireSlot(deadline - Date.now());
+      return await this.runOn(slot, q, deadline);
+    } finally {
+      leave();
+    }
   }
 
-  async run(q: DemoQuery): Promise<ReadQueryResult> {
-    const started = Date.now();
-    const slot = await this.acquire();
-    const remaining = q.timeoutMs - (Date.now() - started);
-    if (remaining <= 0) {
-      this.release(slot);
-      throw new DemoQueryError('DEMO_ERR_TIMEOUT', `the statement waited ${q.timeoutMs} ms for an engine and was not run`);
-    }
+  private async runOn(slot: Slot, q: DemoQuery, deadline: number): Promise<ReadQueryResult> {
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
       // the only way to stop a running statement in PGlite: end its thread
       void slot.engine.terminate();
-    }, remaining);
+    }, Math.max(0, deadline - Date.now()));
     try {
       return await slot.engine.read({ preamble: preamble(q), sql: q.sql, maxRows: q.maxRows, maxBytes: q.maxBytes, direct: q.direct });
     } catch (err) {
@@ -256,16 +310,19 @@ export class EmbeddedDemoEngine implements DemoEngine {
         this.release(slot);
       } else {
         this.remove(slot);
-        if (!this.closed && this.slots.length + this.starting < this.options.min) this.spawnInBackground();
-        else if (!this.closed && this.waiters.length > 0 && this.slots.length + this.starting < this.options.max) this.spawnInBackground();
+        this.topUp();
       }
     }
   }
 
   async close(): Promise<void> {
     this.closed = true;
-    for (const w of this.waiters.splice(0)) void w; // waiters are abandoned; their requests end with the server
-    await Promise.all(this.slots.splice(0).map((s) => (s.busy ? s.engine.terminate() : s.engine.close())));
+    this.gate.close();
+    for (const w of this.waiters.splice(0)) {
+      clearTimeout(w.timer);
+      w.reject(new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo engine is shutting down'));
+    }
+    await Promise.all(this.slots.splice(0).map((s) => (s.busy ? s.engine.terminate() : s.engine.close().catch(() => s.engine.terminate()))));
   }
 }
 
@@ -286,14 +343,20 @@ function extended(q: pg.QueryArrayConfig): pg.QueryArrayConfig {
 export class PostgresDemoEngine implements DemoEngine {
   readonly kind = 'postgres' as const;
   private readonly pool: pg.Pool;
+  readonly gate: FairGate;
 
-  private constructor(pool: pg.Pool) {
+  private constructor(pool: pg.Pool, poolSize: number) {
     this.pool = pool;
+    // one place is kept free for cancelling statements that pass their deadline
+    const capacity = Math.max(1, poolSize - 1);
+    this.gate = new FairGate(capacity, perTenant(capacity));
   }
 
   /** Connect, and load the demo data when the database does not hold this version of it. */
   static async start(url: string, datasets: readonly DatasetDef[], poolSize = 10): Promise<PostgresDemoEngine> {
-    const pool = new pg.Pool({ connectionString: url, max: poolSize, types: pgTypes, application_name: 'svc-demo' });
+    const pool = new pg.Pool({ connectionString: url, max: poolSize, types: pgTypes, application_name: 'svc-demo', connectionTimeoutMillis: 5000 });
+    // an idle client dropped by the server (restart, idle timeout) must not crash the process
+    pool.on('error', () => undefined);
     const fingerprint = demoFingerprint(datasets);
     const c = await pool.connect();
     try {
@@ -313,12 +376,42 @@ export class PostgresDemoEngine implements DemoEngine {
       await c.query('SELECT pg_advisory_unlock(7361002)').catch(() => undefined);
       c.release();
     }
-    return new PostgresDemoEngine(pool);
+    return new PostgresDemoEngine(pool, poolSize);
   }
 
   async run(q: DemoQuery): Promise<ReadQueryResult> {
-    const c = await this.pool.connect();
+    const deadline = Date.now() + q.timeoutMs;
+    let leave: () => void;
+    try {
+      leave = await this.gate.acquire(q.tenant, q.timeoutMs);
+    } catch (err) {
+      if (err instanceof GateError && err.code === 'GATE_ERR_TIMEOUT') {
+        throw new DemoQueryError('DEMO_ERR_TIMEOUT', `the statement waited ${q.timeoutMs} ms for the database (this organization's other statements hold its share) and was not run`, undefined, undefined, false);
+      }
+      throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo engine is shutting down');
+    }
+    try {
+      return await this.runOnce(q, deadline);
+    } finally {
+      leave();
+    }
+  }
+
+  private async runOnce(q: DemoQuery, deadline: number): Promise<ReadQueryResult> {
+    let c: pg.PoolClient;
+    try {
+      c = await this.pool.connect();
+    } catch {
+      throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo database is unreachable');
+    }
     let broken = false;
+    let cancelled = false;
+    // statement_timeout bounds each FETCH; this bounds the whole statement, cancelling it at the server
+    const pid = (c as unknown as { processID?: number }).processID;
+    const timer = setTimeout(() => {
+      cancelled = true;
+      if (pid !== undefined) this.pool.query('SELECT pg_cancel_backend($1)', [pid]).catch(() => undefined);
+    }, Math.max(0, deadline - Date.now()));
     try {
       await c.query('BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY');
       for (const stmt of preamble(q)) await c.query(stmt);
@@ -344,7 +437,12 @@ export class PostgresDemoEngine implements DemoEngine {
             collector = new RowCollector(columns, q.maxRows, q.maxBytes);
           }
           let more = true;
-          for (const row of batch.rows as unknown[][]) if (!collector.add(row)) { more = false; break; }
+          for (const row of batch.rows as unknown[][]) {
+            if (!collector.add(row)) {
+              more = false;
+              break;
+            }
+          }
           if (!more || batch.rows.length < 500) break;
         }
       }
@@ -352,11 +450,12 @@ export class PostgresDemoEngine implements DemoEngine {
       return { columns, rows: col.rows, truncated: col.truncated, bytes: col.bytes };
     } catch (err) {
       const e = err as { code?: string; message?: string; position?: string };
-      if (e.code === '57014') throw new DemoQueryError('DEMO_ERR_TIMEOUT', `the statement ran past its ${q.timeoutMs} ms deadline and was cancelled at the database`, e.code);
+      if (e.code === '57014' || cancelled) throw new DemoQueryError('DEMO_ERR_TIMEOUT', `the statement ran past its ${q.timeoutMs} ms deadline and was cancelled at the database`, e.code);
       if (typeof e.code === 'string') throw new DemoQueryError('DEMO_ERR_SQL', e.message ?? 'database error', e.code, e.position ? Number(e.position) : undefined);
       broken = true;
       throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo database is unreachable');
     } finally {
+      clearTimeout(timer);
       await c.query('ROLLBACK').catch(() => {
         broken = true;
       });
@@ -364,8 +463,9 @@ export class PostgresDemoEngine implements DemoEngine {
     }
   }
 
-  close(): Promise<void> {
-    return this.pool.end();
+  async close(): Promise<void> {
+    this.gate.close();
+    await this.pool.end();
   }
 }
 

@@ -2,7 +2,7 @@
  * The query path: connection → parse, check, rewrite → admit (bill) → execute → settle → audit.
  * Every outcome, refused or not, is appended to the connection's audit chain; no row data is.
  */
-import { appendEvent } from '../audit/index.js';
+import { appendEvent, sha256Hex } from '../audit/index.js';
 import { refund, reserve, settle, centsFromNc, type Reservation } from '../billing/index.js';
 import type { Catalogue, Interval, ParsedScopes, Target } from '../catalogue/index.js';
 import { parseScopes } from '../catalogue/index.js';
@@ -44,6 +44,16 @@ export interface QueryResponse {
   readonly audit_event_id: string;
   readonly scope_applied: ScopeApplied;
   readonly duration_ms: number;
+}
+
+/** Statements are kept in the audit trail up to this many characters, with the whole text's hash. */
+export const AUDIT_SQL_MAX_CHARS = 4096;
+
+/** `{name, name_sha256}` (and `name_truncated` when cut): the statement as audited. */
+export function auditedSql(name: string, text: string): Record<string, unknown> {
+  const out: Record<string, unknown> = { [name]: text.length > AUDIT_SQL_MAX_CHARS ? text.slice(0, AUDIT_SQL_MAX_CHARS) : text, [`${name}_sha256`]: sha256Hex(text) };
+  if (text.length > AUDIT_SQL_MAX_CHARS) out[`${name}_truncated`] = true;
+  return out;
 }
 
 /** The row predicate `period:` scopes put on a table's time column (a union of half-open intervals). */
@@ -103,7 +113,7 @@ function translate(err: unknown): ApiError {
 export async function runQuery(deps: QueryDeps, orgId: string, connectionId: string, sqlText: string): Promise<QueryResponse> {
   const started = Date.now();
   const conn: ConnectionRow = await getConnection(deps.store, orgId, connectionId);
-  const base = { type: 'query', org_id: orgId, sql: sqlText };
+  const base = { type: 'query', org_id: orgId, ...auditedSql('sql', sqlText) };
   const fail = async (err: unknown, extra: Record<string, unknown> = {}): Promise<never> => {
     const api = translate(err);
     const outcome = api.status === 402 || api.status === 403 || api.status === 410 || api.code === 'invalid_sql' ? 'refused' : 'error';
@@ -121,6 +131,9 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
     assertUsable(conn);
     target = deps.catalogue.target(conn.target_id);
     if (!target) throw new ApiError('internal_error', 'the connection names a target that no longer exists');
+    if (target.id === 'postgres-relay') {
+      throw new ApiError('relay_unavailable', `no live tunnel for this connection's relay: relays arrive in a later version of svc, so ${target.id} cannot be queried yet`, { target_id: target.id });
+    }
     if (!target.queryable || !target.dataset) {
       throw new ApiError('not_implemented', `queries on the live target ${target.id} are not available in this version yet; demo targets are queryable now (GET /v1/connections/targets)`, { target_id: target.id });
     }
@@ -141,18 +154,26 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
 
   let result;
   try {
-    const engine = await deps.demo();
+    const engine = await deps.demo().catch(() => {
+      throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo datasets could not be loaded');
+    });
     result = await engine.run({
       sql: checked.sql,
       direct: checked.kind === 'explain',
       settings: scopeSettings([...policy.allowed.values()], scopes.periods),
+      tenant: orgId,
       timeoutMs: deps.limits.queryTimeoutMs,
       maxRows: deps.limits.maxRows,
       maxBytes: deps.limits.maxResultBytes,
     });
   } catch (err) {
+    if (err instanceof DemoQueryError && err.code === 'DEMO_ERR_TIMEOUT' && err.started) {
+      // it held an engine until its deadline: charged the query price, no egress
+      const costNc = await deps.store.tx((sql) => settle(sql, reservation, 0));
+      return fail(err, { tables: checked.tables, ...auditedSql('sql_executed', checked.sql), cost_cents: centsFromNc(costNc), billed_to: reservation.payer });
+    }
     await deps.store.tx((sql) => refund(sql, reservation));
-    return fail(err, { tables: checked.tables, sql_executed: checked.sql });
+    return fail(err, { tables: checked.tables, ...auditedSql('sql_executed', checked.sql) });
   }
 
   const { event, costNc } = await deps.store.tx(async (sql) => {
@@ -166,7 +187,7 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
       ...base,
       outcome: 'ok',
       error_code: null,
-      sql_executed: checked.sql,
+      ...auditedSql('sql_executed', checked.sql),
       tables: checked.tables,
       row_filters: applied.row_filters,
       row_count: result.rows.length,

@@ -16,8 +16,8 @@ export function auditRoutes(app: App, s: Services): void {
         querystring: Type.Object(
           {
             format: Type.Optional(Type.Union([Type.Literal('json'), Type.Literal('jsonl')])),
-            after_seq: Type.Optional(Type.String({ pattern: '^[0-9]{1,10}$' })),
-            limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,5}$' })),
+            after_seq: Type.Optional(Type.String({ pattern: '^[0-9]{1,9}$' })),
+            limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,4}$' })),
           },
           { additionalProperties: false },
         ),
@@ -37,7 +37,7 @@ export function auditRoutes(app: App, s: Services): void {
         }
         return reply.send(Readable.from(lines()));
       }
-      const limit = Math.min(Math.max(Number(req.query.limit ?? 1000), 1), 10_000);
+      const limit = Math.min(Math.max(Number(req.query.limit ?? 100), 1), 1000);
       const events = await listEvents(s.store, conn.id, after, limit);
       const last = events[events.length - 1];
       return {

@@ -15,6 +15,8 @@ export interface Services {
   readonly catalogue: Catalogue;
   /** resolves once the demo engine is ready (it warms up in the background at start) */
   readonly demo: () => Promise<DemoEngine>;
+  /** run work that shutdown must wait for (queries: money is held while they run) */
+  readonly track: <T>(work: () => Promise<T>) => Promise<T>;
 }
 
 export const ErrorSchema = Type.Object(

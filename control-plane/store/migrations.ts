@@ -84,6 +84,20 @@ CREATE TABLE ledger (
 CREATE INDEX ledger_org ON ledger (org_id, id);
 `,
   },
+  {
+    version: 2,
+    name: 'query reservations (money held while a query runs)',
+    sql: `
+CREATE TABLE reservations (
+  id         text PRIMARY KEY,
+  org_id     text NOT NULL REFERENCES orgs(id),
+  payer      text NOT NULL CHECK (payer IN ('trial', 'wallet')),
+  held_nc    bigint NOT NULL CHECK (held_nc >= 0),
+  created_at timestamptz NOT NULL
+);
+CREATE INDEX reservations_age ON reservations (created_at);
+`,
+  },
 ];
 
 /** Apply every migration not yet applied; returns the versions applied now. */

@@ -100,3 +100,40 @@ t.test('concurrent queries on one connection append one unforked chain', async (
   const ids = new Set(results.map((r) => r.body.audit_event_id));
   t.equal(ids.size, 30);
 });
+
+t.test('verify is consistent while queries append, and events past the head are caught', async (t) => {
+  const a = await signupAgent(srv.url);
+  const conn = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:patients']);
+  const work: Promise<unknown>[] = [];
+  const verdicts: Verify[] = [];
+  for (let i = 0; i < 20; i++) {
+    work.push(api(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: `SELECT ${i} AS i` } }));
+    work.push(verify(a.key, conn).then((v) => verdicts.push(v)));
+  }
+  await Promise.all(work);
+  t.ok(verdicts.every((v) => v.verified), 'never a false break');
+
+  // an event appended behind the head's back
+  const [last] = await srv.svc.store.query<{ body: string; hash: string }>('SELECT body, hash FROM audit_events WHERE connection_id = $1 ORDER BY seq DESC LIMIT 1', [conn]);
+  const forged = { ...(JSON.parse(last?.body ?? '{}') as Record<string, unknown>), seq: 21, prev_hash: last?.hash, id: 'evt_forged' };
+  await srv.svc.store.query('INSERT INTO audit_events (connection_id, seq, event_id, body, hash) VALUES ($1, 21, $2, $3, $4)', [conn, 'evt_forged', JSON.stringify(forged), 'f'.repeat(64)]);
+  t.match(await verify(a.key, conn), { verified: false, broken_at: 21 });
+});
+
+t.test('long statements are audited by hash with a bounded copy; bad paging input is a 400', async (t) => {
+  const a = await signupAgent(srv.url);
+  const conn = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:patients']);
+  const sql = `SELECT 1 AS x ${' '.repeat(20_000)}FROM patients LIMIT 1`;
+  const r = await api(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql } });
+  t.equal(r.status, 200);
+  const listed = await api<{ events: { sql: string; sql_sha256: string; sql_truncated?: boolean }[] }>(srv.url, 'GET', `/v1/connections/${conn}/audit`, { key: a.key });
+  const ev = listed.body.events[0];
+  t.equal(ev?.sql.length, 4096);
+  t.equal(ev?.sql_truncated, true);
+  t.equal(ev?.sql_sha256, createHash('sha256').update(sql).digest('hex'));
+  for (const q of ['after_seq=9999999999', 'after_seq=-1', 'limit=abc', 'format=xml']) {
+    const bad = await api<{ error: { code: string } }>(srv.url, 'GET', `/v1/connections/${conn}/audit?${q}`, { key: a.key });
+    t.equal(bad.status, 400, q);
+    t.equal(bad.body.error.code, 'invalid_request', q);
+  }
+});

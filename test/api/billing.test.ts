@@ -1,4 +1,5 @@
 import t from 'tap';
+import { sweepReservations } from '../../control-plane/billing/index.js';
 import { api, openConnection, signupAgent, startServer, type TestServer } from '../helpers/server.js';
 
 let srv: TestServer;
@@ -122,4 +123,54 @@ t.test('the trial ends when its egress is used up', async (t) => {
   const usage = (await api<Usage>(srv.url, 'GET', '/v1/agent/account/usage', { key: a.key })).body;
   t.equal(usage.trial.egress_bytes_left, 0);
   t.equal(usage.trial.active, false);
+});
+
+t.test('a wallet holds at most $50,000, and lifetime totals past 2^53 nanocents stay exact', async (t) => {
+  const a = await signupAgent(srv.url);
+  for (let i = 0; i < 5; i++) t.equal((await api(srv.url, 'POST', '/v1/agent/topup', { key: a.key, body: { amount_cents: 1_000_000 } })).status, 200);
+  const over = await api<{ error: { code: string; details: { field: string } } }>(srv.url, 'POST', '/v1/agent/topup', { key: a.key, body: { amount_cents: 100 } });
+  t.equal(over.status, 400);
+  t.equal(over.body.error.details.field, 'amount_cents');
+  let usage = await api<Usage>(srv.url, 'GET', '/v1/agent/account/usage', { key: a.key });
+  t.equal(usage.body.wallet_balance_cents, 5_000_000, 'the refused top-up credited nothing');
+  // years of spending: 2^60 nanocents
+  await srv.svc.store.query('UPDATE orgs SET list_spend_nc = 1152921504606846976, wallet_spend_nc = 1152921504606846976 WHERE id = $1', [a.orgId]);
+  usage = await api<Usage>(srv.url, 'GET', '/v1/agent/account/usage', { key: a.key });
+  t.equal(usage.status, 200);
+  t.equal(usage.body.spend_cents, 1152921504.606846976);
+});
+
+t.test('money held by a query that never finished goes back when swept', async (t) => {
+  const a = await signupAgent(srv.url);
+  await srv.svc.store.query("UPDATE orgs SET trial_expires_at = now() - interval '1 second' WHERE id = $1", [a.orgId]);
+  await api(srv.url, 'POST', '/v1/agent/topup', { key: a.key, body: { amount_cents: 100 } });
+  // what a crash between reserve and settle leaves behind
+  await srv.svc.store.tx(async (sql) => {
+    await sql.query('UPDATE orgs SET wallet_nc = wallet_nc - 580000000, wallet_held_nc = wallet_held_nc + 580000000 WHERE id = $1', [a.orgId]);
+    await sql.query("INSERT INTO reservations (id, org_id, payer, held_nc, created_at) VALUES ('rsv_stale', $1, 'wallet', 580000000, now() - interval '1 hour')", [a.orgId]);
+  });
+  let usage = (await api<Usage & { wallet_held_cents: number }>(srv.url, 'GET', '/v1/agent/account/usage', { key: a.key })).body;
+  t.equal(usage.wallet_held_cents, 0.58);
+  t.equal(await sweepReservations(srv.svc.store, 60_000), 1);
+  usage = (await api<Usage & { wallet_held_cents: number }>(srv.url, 'GET', '/v1/agent/account/usage', { key: a.key })).body;
+  t.equal(usage.wallet_held_cents, 0);
+  t.equal(usage.wallet_balance_cents, 100);
+  t.equal(await sweepReservations(srv.svc.store, 60_000), 0, 'swept once');
+});
+
+t.test('concurrent wallet-paid queries never take the wallet below zero', async (t) => {
+  const a = await signupAgent(srv.url);
+  await srv.svc.store.query("UPDATE orgs SET trial_expires_at = now() - interval '1 second' WHERE id = $1", [a.orgId]);
+  await api(srv.url, 'POST', '/v1/agent/topup', { key: a.key, body: { amount_cents: 100 } });
+  // 100 cents pay for 172 holds of 0.58 cents; fire 200 at once
+  const conn = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:patients']);
+  const results = await Promise.all(Array.from({ length: 200 }, () => api<Q>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: 'SELECT 1 AS one' } })));
+  const ok = results.filter((r) => r.status === 200).length;
+  t.ok(ok >= 172 && ok < 200, `${ok} paid, the rest 402`);
+  t.ok(results.every((r) => r.status === 200 || r.status === 402));
+  const usage = (await api<Usage & { wallet_held_cents: number }>(srv.url, 'GET', '/v1/agent/account/usage', { key: a.key })).body;
+  t.ok(usage.wallet_balance_cents >= 0);
+  t.equal(usage.wallet_held_cents, 0);
+  const spent = results.filter((r) => r.status === 200).reduce((sum, r) => sum + r.body.cost_cents, 0);
+  t.ok(Math.abs(100 - spent - usage.wallet_balance_cents) < 1e-6, 'balance = top-up − sum of costs');
 });

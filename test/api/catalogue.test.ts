@@ -88,8 +88,10 @@ t.test('healthcare data is synthetic, within 2023–2025, and FHIR-coded', async
   t.ok((span?.['lo'] as string) >= '2023-01-01' && (span?.['hi'] as string) < '2026-01-01', 'encounters inside 2023–2025');
   t.ok((span?.['n'] as number) >= 1000, 'thousands of encounters');
   const classes = (await q('SELECT DISTINCT class_code FROM encounters ORDER BY 1')).map((x) => x['class_code']);
+  t.ok(classes.length >= 4, `encounter classes: ${classes.join(',')}`);
   t.ok(classes.every((c) => ['AMB', 'EMER', 'IMP', 'OBSENC', 'HH', 'VR'].includes(c as string)), 'v3 ActCode classes');
   const genders = (await q('SELECT DISTINCT gender FROM patients')).map((x) => x['gender']);
+  t.ok(genders.length >= 2);
   t.ok(genders.every((g) => ['male', 'female', 'other', 'unknown'].includes(g as string)), 'administrative-gender');
   const adt = (await q('SELECT DISTINCT trigger_event FROM adt_events ORDER BY 1')).map((x) => x['trigger_event']);
   t.ok(adt.length > 0 && adt.every((e) => /^A0[1-8]$/.test(e as string)), `HL7 v2 ADT triggers: ${adt.join(',')}`);

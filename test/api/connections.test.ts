@@ -33,6 +33,7 @@ t.test('create validates target, scopes, tier and ttl', async (t) => {
     ['not name:value', { target_id: 'demo-healthcare', scopes: ['encounters'] }, 400, 'invalid_scope'],
     ['bad quarter', { target_id: 'demo-healthcare', scopes: ['read:*', 'period:2024-Q5'] }, 400, 'invalid_scope'],
     ['bad month', { target_id: 'demo-healthcare', scopes: ['read:*', 'period:2024-13'] }, 400, 'invalid_scope'],
+    ['year zero', { target_id: 'demo-healthcare', scopes: ['read:*', 'period:0000'] }, 400, 'invalid_scope'],
     ['empty scopes', { target_id: 'demo-healthcare', scopes: [] }, 400, 'invalid_request'],
     ['unlisted tier', { target_id: 'demo-healthcare', scopes: ['read:*'], tier: 'gpu' }, 400, 'invalid_request', /container/],
     ['ttl 0', { target_id: 'demo-healthcare', scopes: ['read:*'], ttl_seconds: 0 }, 400, 'invalid_request'],

@@ -26,6 +26,12 @@ interface QueryBody {
 
 const direct = (sql: string) => groundTruth(srv, sql);
 
+/** Wait until the demo engine is back to its warm workers (a statement killed at its deadline takes its worker with it). */
+async function warmEngines(): Promise<void> {
+  const engine = (await srv.svc.demoReady) as unknown as { size: number };
+  while (engine.size < srv.config.demoWorkers) await new Promise((r) => setTimeout(r, 50));
+}
+
 t.test('read:encounters + period:2024-Q1 returns exactly the Q1-2024 encounters', async (t) => {
   const a = await signupAgent(srv.url);
   const conn = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:encounters', 'period:2024-Q1']);
@@ -157,11 +163,56 @@ t.test('a runaway statement is stopped at its deadline (504), is not billed, and
   const s = await slow;
   t.equal(s.status, 504);
   t.equal(s.body.error?.code, 'query_timeout');
-  const usage = await api<{ queries: number; trial: { queries_left: number } }>(srv.url, 'GET', '/v1/agent/account/usage', { key: a.key });
-  t.equal(usage.body.trial.queries_left, 100, 'a cancelled query is refunded');
+  const usage = await api<{ queries: number; egress_bytes: number; trial: { queries_left: number } }>(srv.url, 'GET', '/v1/agent/account/usage', { key: a.key });
+  t.equal(usage.body.trial.queries_left, 99, 'a statement that held an engine to its deadline is charged the query price');
+  t.equal(usage.body.egress_bytes, 0, 'and no egress');
   // and the engine recovers
   const again = await api<QueryBody>(srv.url, 'POST', `/v1/connections/${slowConn}/query`, { key: a.key, body: { sql: 'SELECT count(*) AS n FROM patients' } });
   t.equal(again.status, 200);
+});
+
+t.test('one organization flooding slow statements holds at most its share of the engine', async (t) => {
+  await warmEngines();
+  const a = await signupAgent(srv.url, 'Flood Co');
+  const b = await signupAgent(srv.url, 'Victim Co');
+  const flood = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:encounters']);
+  const calm = await openConnection(srv.url, b.key, 'demo-healthcare', ['read:patients']);
+  let floodDone = 0;
+  const floods = Array.from({ length: 8 }, () =>
+    api<QueryBody>(srv.url, 'POST', `/v1/connections/${flood}/query`, { key: a.key, body: { sql: 'SELECT count(*) FROM encounters a, encounters b, encounters c' } }).then((r) => {
+      floodDone++;
+      return r;
+    }),
+  );
+  await new Promise((r) => setTimeout(r, 100)); // let the flood take its places
+  const r = await api<QueryBody>(srv.url, 'POST', `/v1/connections/${calm}/query`, { key: b.key, body: { sql: 'SELECT count(*) AS n FROM patients' } });
+  t.equal(r.status, 200, 'the other organization is served');
+  t.equal(floodDone, 0, 'while the flood is still held');
+  const results = await Promise.all(floods);
+  t.ok(results.every((x) => x.status === 504), 'every flooding statement ends at its deadline');
+  const usage = await api<{ trial: { queries_left: number } }>(srv.url, 'GET', '/v1/agent/account/usage', { key: a.key });
+  t.ok(usage.body.trial.queries_left < 100, 'statements that ran to their deadline were charged');
+  t.ok(usage.body.trial.queries_left > 92, 'statements that only waited were not');
+});
+
+t.test('EXPLAIN shows the plan without costs or row estimates', async (t) => {
+  await warmEngines();
+  const a = await signupAgent(srv.url);
+  const conn = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:encounters', 'period:2024-Q1']);
+  for (const sql of ['EXPLAIN SELECT * FROM encounters WHERE status = $$finished$$', 'EXPLAIN (COSTS ON) SELECT count(*) FROM encounters', 'EXPLAIN (FORMAT JSON, COSTS true) SELECT 1 FROM encounters']) {
+    const r = await api<QueryBody>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql } });
+    t.equal(r.status, 200, sql);
+    t.ok(r.body.rows.length > 0);
+    t.notMatch(JSON.stringify(r.body.rows), /cost=|Plan Rows|"rows=/i, `${sql}: no costs`);
+  }
+});
+
+t.test('the relay target answers 503 relay_unavailable until relays exist', async (t) => {
+  const a = await signupAgent(srv.url);
+  const conn = await openConnection(srv.url, a.key, 'postgres-relay', ['relay:rly_1', 'read:public.orders']);
+  const r = await api<QueryBody>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: 'SELECT 1' } });
+  t.equal(r.status, 503);
+  t.equal(r.body.error?.code, 'relay_unavailable');
 });
 
 t.test('live targets can be opened, and querying one answers a clear 501', async (t) => {

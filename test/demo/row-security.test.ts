@@ -16,7 +16,7 @@ const q1 = { start: '2024-01-01T00:00:00.000Z', end: '2024-04-01T00:00:00.000Z' 
 const q3 = { start: '2024-07-01T00:00:00.000Z', end: '2024-10-01T00:00:00.000Z' };
 
 function query(sql: string, settings: string[]): DemoQuery {
-  return { sql, direct: false, settings, timeoutMs: 10_000, maxRows: 100_000, maxBytes: 50_000_000 };
+  return { sql, direct: false, settings, tenant: 'test', timeoutMs: 10_000, maxRows: 100_000, maxBytes: 50_000_000 };
 }
 
 async function count(engine: DemoEngine, sql: string, settings: string[]): Promise<number> {

@@ -96,3 +96,30 @@ t.test('start, serve, shut down gracefully, and keep state across a restart', as
   const again = await api(second.url, 'POST', `/v1/connections/${conn.body.connectionId}/query`, { key, body: { sql: 'SELECT count(*) AS n FROM patients' } });
   t.equal(again.status, 200);
 });
+
+t.test('SIGTERM with a statement in flight: it finishes, is settled and audited, then the process exits 0', async (t) => {
+  const dataDir = await tempDir();
+  t.teardown(() => fs.rm(dataDir, { recursive: true, force: true }));
+  const env = { SVC_DATA_DIR: dataDir, PORT: '0', SVC_TUNNEL_PORT: '0', LOG_LEVEL: 'info', SVC_QUERY_TIMEOUT_MS: '2000' };
+  const first = await start(env);
+  const key = (await api<{ apiKey: string }>(first.url, 'POST', '/v1/agent/account', { body: { orgName: 'Drain Co', agentName: 'bot' } })).body.apiKey;
+  await demoReady(first.url);
+  const conn = (await api<{ connectionId: string }>(first.url, 'POST', '/v1/connections', { key, body: { target_id: 'demo-healthcare', scopes: ['read:encounters'] } })).body.connectionId;
+  const running = api<{ error?: { code: string } }>(first.url, 'POST', `/v1/connections/${conn}/query`, { key, body: { sql: 'SELECT count(*) FROM encounters a, encounters b, encounters c' } });
+  await new Promise((r) => setTimeout(r, 300));
+  first.child.kill('SIGTERM');
+  const r = await running;
+  t.equal(r.status, 504, 'the in-flight statement got its answer, not a reset');
+  t.equal(await exitOf(first.child), 0);
+
+  const second = await start(env);
+  t.teardown(async () => {
+    second.child.kill('SIGTERM');
+    await exitOf(second.child);
+  });
+  const usage = await api<{ wallet_held_cents: number; trial: { queries_left: number } }>(second.url, 'GET', '/v1/agent/account/usage', { key });
+  t.equal(usage.body.wallet_held_cents, 0, 'nothing left held');
+  t.equal(usage.body.trial.queries_left, 99, 'charged once, as a statement that ran to its deadline');
+  const v = await api<{ verified: boolean; events_checked: number }>(second.url, 'GET', `/v1/audit/verify?connection_id=${conn}`, { key });
+  t.match(v.body, { verified: true, events_checked: 1 });
+});

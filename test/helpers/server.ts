@@ -182,6 +182,6 @@ export async function freshDatabase(prefix = 'svc_test'): Promise<{ url: string;
 export async function groundTruth(srv: TestServer, sql: string): Promise<Record<string, unknown>[]> {
   const engine = await srv.svc.demoReady;
   const tables = srv.svc.services.catalogue.datasets.flatMap((d) => d.tables.map((t) => ({ schema: d.schema, table: t.name })));
-  const r = await engine.run({ sql, direct: false, settings: scopeSettings(tables, []), timeoutMs: 10_000, maxRows: 1_000_000, maxBytes: 100_000_000 });
+  const r = await engine.run({ sql, direct: false, settings: scopeSettings(tables, []), tenant: 'ground-truth', timeoutMs: 10_000, maxRows: 1_000_000, maxBytes: 100_000_000 });
   return [...r.rows];
 }

@@ -276,6 +276,12 @@ function walkStatement(stmt: Obj | undefined, walker: Walker): 'select' | 'value
         });
       }
     }
+    // plan costs and row estimates come from statistics over the whole table, in-scope rows or
+    // not: a side channel, so EXPLAIN always runs with COSTS OFF
+    body['options'] = [
+      ...((options ?? []) as Obj[]).filter((o) => String((o['DefElem'] as Obj | undefined)?.['defname'] ?? '').toLowerCase() !== 'costs'),
+      { DefElem: { defname: 'costs', arg: { String: { sval: 'off' } }, defaction: 'DEFELEM_UNSPEC' } },
+    ];
     const query = body['query'] as Obj | undefined;
     const qtype = query ? Object.keys(query)[0] : undefined;
     if (!query || qtype !== 'SelectStmt' || Object.keys(query).length !== 1) {

@@ -1,0 +1,133 @@
+/**
+ * Admission to the query engines, fair between organizations: at most `capacity` statements run
+ * at once, at most `perTenant` of them for one organization, and waiting callers are served
+ * round-robin across organizations. A wait never outlasts the caller's deadline. So one
+ * organization flooding slow statements can hold part of the engine, never all of it.
+ */
+
+export class GateError extends Error {
+  readonly code: 'GATE_ERR_TIMEOUT' | 'GATE_ERR_CLOSED';
+  constructor(code: GateError['code'], message: string) {
+    super(message);
+    this.name = 'GateError';
+    this.code = code;
+  }
+}
+
+interface Waiter {
+  readonly tenant: string;
+  grant: () => void;
+  fail: (err: GateError) => void;
+  timer: NodeJS.Timeout | undefined;
+}
+
+export class FairGate {
+  private running = 0;
+  private readonly runningBy = new Map<string, number>();
+  private readonly queues = new Map<string, Waiter[]>();
+  /** tenants with waiters, in the order they are served */
+  private readonly rotation: string[] = [];
+  private closed = false;
+  readonly capacity: number;
+  readonly perTenant: number;
+
+  constructor(capacity: number, perTenant: number) {
+    this.capacity = Math.max(1, capacity);
+    this.perTenant = Math.max(1, Math.min(perTenant, this.capacity));
+  }
+
+  /** Wait for a place; resolves with its release function (call it exactly once). */
+  acquire(tenant: string, timeoutMs: number): Promise<() => void> {
+    if (this.closed) return Promise.reject(new GateError('GATE_ERR_CLOSED', 'the engine is shutting down'));
+    return new Promise((resolve, reject) => {
+      const waiter: Waiter = {
+        tenant,
+        grant: () => resolve(this.releaser(tenant)),
+        fail: reject,
+        timer: undefined,
+      };
+      waiter.timer = setTimeout(() => {
+        this.dequeue(waiter);
+        reject(new GateError('GATE_ERR_TIMEOUT', `waited ${timeoutMs} ms for the engine`));
+      }, Math.max(0, timeoutMs));
+      const q = this.queues.get(tenant);
+      if (q) q.push(waiter);
+      else {
+        this.queues.set(tenant, [waiter]);
+        this.rotation.push(tenant);
+      }
+      this.pump();
+    });
+  }
+
+  /** running and waiting counts, for tests and metrics */
+  stats(): { running: number; waiting: number } {
+    let waiting = 0;
+    for (const q of this.queues.values()) waiting += q.length;
+    return { running: this.running, waiting };
+  }
+
+  close(): void {
+    this.closed = true;
+    for (const q of this.queues.values()) {
+      for (const w of q) {
+        clearTimeout(w.timer);
+        w.fail(new GateError('GATE_ERR_CLOSED', 'the engine is shutting down'));
+      }
+    }
+    this.queues.clear();
+    this.rotation.length = 0;
+  }
+
+  private releaser(tenant: string): () => void {
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.running--;
+      const n = (this.runningBy.get(tenant) ?? 1) - 1;
+      if (n <= 0) this.runningBy.delete(tenant);
+      else this.runningBy.set(tenant, n);
+      this.pump();
+    };
+  }
+
+  private dequeue(w: Waiter): void {
+    const q = this.queues.get(w.tenant);
+    if (!q) return;
+    const i = q.indexOf(w);
+    if (i >= 0) q.splice(i, 1);
+    if (q.length === 0) this.forget(w.tenant);
+  }
+
+  private forget(tenant: string): void {
+    this.queues.delete(tenant);
+    const i = this.rotation.indexOf(tenant);
+    if (i >= 0) this.rotation.splice(i, 1);
+  }
+
+  private pump(): void {
+    let scanned = 0;
+    while (this.running < this.capacity && this.rotation.length > 0 && scanned < this.rotation.length) {
+      const tenant = this.rotation.shift() as string;
+      const q = this.queues.get(tenant);
+      if (!q || q.length === 0) {
+        this.forget(tenant);
+        continue;
+      }
+      if ((this.runningBy.get(tenant) ?? 0) >= this.perTenant) {
+        this.rotation.push(tenant); // its turn comes again when one of its statements ends
+        scanned++;
+        continue;
+      }
+      const w = q.shift() as Waiter;
+      clearTimeout(w.timer);
+      this.running++;
+      this.runningBy.set(tenant, (this.runningBy.get(tenant) ?? 0) + 1);
+      if (q.length === 0) this.queues.delete(tenant);
+      else this.rotation.push(tenant);
+      scanned = 0;
+      w.grant();
+    }
+  }
+}
