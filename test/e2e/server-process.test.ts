@@ -1,16 +1,23 @@
 /**
- * The control plane as a real process, as `npm start` runs it: config checked at start, ready on
- * a real port, graceful shutdown on SIGTERM, state kept across a restart.
+ * The control plane as a real process, exactly as `npm start` runs it (the compiled
+ * dist/control-plane/main.js, brought up to date first): config checked at start, ready on a real
+ * port, graceful shutdown on SIGTERM, state kept across a restart.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { createRequire } from 'node:module';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
-import { api, tempDir } from '../helpers/server.js';
+import os from 'node:os';
+import { api, demoImage, tempDir } from '../helpers/server.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const main = path.join(root, 'control-plane/main.ts');
+const main = path.join(root, 'dist/control-plane/main.js');
+
+// the build `npm ci` runs (incremental: quick when nothing changed)
+const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+execFileSync(process.execPath, [tsc, '-p', path.join(root, 'tsconfig.json')], { stdio: 'inherit' });
 
 interface Proc {
   child: ChildProcess;
@@ -19,8 +26,7 @@ interface Proc {
 }
 
 function start(env: Record<string, string>): Promise<Proc> {
-  // run the TypeScript sources with the same loader this test runs under
-  const child = spawn(process.execPath, [...process.execArgv, main], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [main], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
@@ -50,7 +56,7 @@ async function demoReady(url: string): Promise<void> {
 }
 
 t.test('invalid configuration stops the start, naming every bad variable', async (t) => {
-  const child = spawn(process.execPath, [...process.execArgv, main], {
+  const child = spawn(process.execPath, [main], {
     env: { ...process.env, PORT: 'eighty', SVC_WEBHOOK_RETRY_DELAYS: 'soon', LOG_LEVEL: 'loud' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -101,6 +107,9 @@ t.test('SIGTERM with a statement in flight: it finishes, is settled and audited,
   const dataDir = await tempDir();
   t.teardown(() => fs.rm(dataDir, { recursive: true, force: true }));
   const env = { SVC_DATA_DIR: dataDir, PORT: '0', SVC_TUNNEL_PORT: '0', LOG_LEVEL: 'info', SVC_QUERY_TIMEOUT_MS: '2000' };
+  // not a first start: the demo image is there already (as the shared test image)
+  await demoImage();
+  await fs.cp(path.join(os.tmpdir(), 'svc-test-cache', 'demo'), path.join(dataDir, 'demo'), { recursive: true });
   const first = await start(env);
   const key = (await api<{ apiKey: string }>(first.url, 'POST', '/v1/agent/account', { body: { orgName: 'Drain Co', agentName: 'bot' } })).body.apiKey;
   await demoReady(first.url);
