@@ -8,7 +8,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import pg from 'pg';
-import { EmbeddedError, EmbeddedPostgres, RowCollector, siblingModule, uniqueColumnNames, type ColumnInfo, type ReadQueryResult } from '../embedded/index.js';
+import { collectRows, EmbeddedError, EmbeddedPostgres, FETCH_BATCH, siblingModule, type ReadQueryResult } from '../embedded/index.js';
 import type { DatasetDef } from './types.js';
 import { DEMO_READER_ROLE, demoFingerprint, loadScript } from './load.js';
 import { FairGate, GateError } from './gate.js';
@@ -47,6 +47,26 @@ export interface DemoEngine {
   readonly kind: 'embedded' | 'postgres';
   run(q: DemoQuery): Promise<ReadQueryResult>;
   close(): Promise<void>;
+}
+
+/** Run `work` once the fair gate admits the statement, within its deadline. */
+async function admitted<T>(gate: FairGate, q: DemoQuery, work: (deadline: number) => Promise<T>): Promise<T> {
+  const deadline = Date.now() + q.timeoutMs;
+  let leave: () => void;
+  try {
+    leave = await gate.acquire(q.tenant, q.timeoutMs);
+  } catch (err) {
+    if (err instanceof GateError && err.code === 'GATE_ERR_TIMEOUT') {
+      const why = `the statement waited ${q.timeoutMs} ms for an engine (this organization's other statements hold its share) and was not run`;
+      throw new DemoQueryError('DEMO_ERR_TIMEOUT', why, undefined, undefined, false);
+    }
+    throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo engine is shutting down');
+  }
+  try {
+    return await work(deadline);
+  } finally {
+    leave();
+  }
 }
 
 function preamble(q: DemoQuery): string[] {
@@ -272,23 +292,8 @@ export class EmbeddedDemoEngine implements DemoEngine {
     return wait;
   }
 
-  async run(q: DemoQuery): Promise<ReadQueryResult> {
-    const deadline = Date.now() + q.timeoutMs;
-    let leave: () => void;
-    try {
-      leave = await this.gate.acquire(q.tenant, q.timeoutMs);
-    } catch (err) {
-      if (err instanceof GateError && err.code === 'GATE_ERR_TIMEOUT') {
-        throw new DemoQueryError('DEMO_ERR_TIMEOUT', `the statement waited ${q.timeoutMs} ms for an engine (this organization's other statements hold its share) and was not run`, undefined, undefined, false);
-      }
-      throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo engine is shutting down');
-    }
-    try {
-      const slot = await this.acquireSlot(deadline - Date.now());
-      return await this.runOn(slot, q, deadline);
-    } finally {
-      leave();
-    }
+  run(q: DemoQuery): Promise<ReadQueryResult> {
+    return admitted(this.gate, q, async (deadline) => this.runOn(await this.acquireSlot(deadline - Date.now()), q, deadline));
   }
 
   private async runOn(slot: Slot, q: DemoQuery, deadline: number): Promise<ReadQueryResult> {
@@ -379,22 +384,8 @@ export class PostgresDemoEngine implements DemoEngine {
     return new PostgresDemoEngine(pool, poolSize);
   }
 
-  async run(q: DemoQuery): Promise<ReadQueryResult> {
-    const deadline = Date.now() + q.timeoutMs;
-    let leave: () => void;
-    try {
-      leave = await this.gate.acquire(q.tenant, q.timeoutMs);
-    } catch (err) {
-      if (err instanceof GateError && err.code === 'GATE_ERR_TIMEOUT') {
-        throw new DemoQueryError('DEMO_ERR_TIMEOUT', `the statement waited ${q.timeoutMs} ms for the database (this organization's other statements hold its share) and was not run`, undefined, undefined, false);
-      }
-      throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo engine is shutting down');
-    }
-    try {
-      return await this.runOnce(q, deadline);
-    } finally {
-      leave();
-    }
+  run(q: DemoQuery): Promise<ReadQueryResult> {
+    return admitted(this.gate, q, (deadline) => this.runOnce(q, deadline));
   }
 
   private async runOnce(q: DemoQuery, deadline: number): Promise<ReadQueryResult> {
@@ -416,38 +407,10 @@ export class PostgresDemoEngine implements DemoEngine {
       await c.query('BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY');
       for (const stmt of preamble(q)) await c.query(stmt);
       // the extended protocol: one statement per round trip, whatever the text holds
-      const first = q.direct
-        ? await c.query(extended({ text: q.sql, rowMode: 'array' }))
-        : (await c.query(extended({ text: `DECLARE svc_cursor NO SCROLL CURSOR FOR ${q.sql}`, rowMode: 'array' })), undefined);
-      let collector: RowCollector | undefined;
-      const columnsOf = (fields: readonly { name: string; dataTypeID: number }[]): ColumnInfo[] => {
-        const names = uniqueColumnNames(fields.map((f) => f.name));
-        return fields.map((f, i) => ({ name: names[i] as string, type_oid: f.dataTypeID }));
-      };
-      let columns: ColumnInfo[] = [];
-      if (first) {
-        columns = columnsOf(first.fields);
-        collector = new RowCollector(columns, q.maxRows, q.maxBytes);
-        for (const row of first.rows as unknown[][]) if (!collector.add(row)) break;
-      } else {
-        for (;;) {
-          const batch = await c.query(extended({ text: 'FETCH 500 FROM svc_cursor', rowMode: 'array' }));
-          if (!collector) {
-            columns = columnsOf(batch.fields);
-            collector = new RowCollector(columns, q.maxRows, q.maxBytes);
-          }
-          let more = true;
-          for (const row of batch.rows as unknown[][]) {
-            if (!collector.add(row)) {
-              more = false;
-              break;
-            }
-          }
-          if (!more || batch.rows.length < 500) break;
-        }
-      }
-      const col = collector as RowCollector;
-      return { columns, rows: col.rows, truncated: col.truncated, bytes: col.bytes };
+      const caps = { maxRows: q.maxRows, maxBytes: q.maxBytes, once: q.direct };
+      if (q.direct) return await collectRows(() => c.query(extended({ text: q.sql, rowMode: 'array' })), caps);
+      await c.query(extended({ text: `DECLARE svc_cursor NO SCROLL CURSOR FOR ${q.sql}`, rowMode: 'array' }));
+      return await collectRows(() => c.query(extended({ text: `FETCH ${FETCH_BATCH} FROM svc_cursor`, rowMode: 'array' })), caps);
     } catch (err) {
       const e = err as { code?: string; message?: string; position?: string };
       if (e.code === '57014' || cancelled) throw new DemoQueryError('DEMO_ERR_TIMEOUT', `the statement ran past its ${q.timeoutMs} ms deadline and was cancelled at the database`, e.code);

@@ -8,7 +8,7 @@ import { Worker } from 'node:worker_threads';
 import type { QueryResult, ReadQueryResult, ReadQuerySpec, Request, Response, WorkerErrorInfo } from './messages.js';
 
 export type { ColumnInfo, ReadQueryResult, ReadQuerySpec, Row } from './messages.js';
-export { RowCollector, uniqueColumnNames } from './result-rows.js';
+export { collectRows, FETCH_BATCH, RowCollector, uniqueColumnNames, type Batch } from './result-rows.js';
 export { toJsonValue } from './json-values.js';
 
 type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void };

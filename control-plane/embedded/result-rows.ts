@@ -3,7 +3,7 @@
  * while reading: the same code for every engine, so `bytes` always equals the byte length of
  * `JSON.stringify(rows)` in the response.
  */
-import type { ColumnInfo, Row } from './messages.js';
+import type { ColumnInfo, ReadQueryResult, Row } from './messages.js';
 import { toJsonValue } from './json-values.js';
 
 export function uniqueColumnNames(names: readonly string[]): string[] {
@@ -58,4 +58,39 @@ export class RowCollector {
     this.rows.push(row);
     return true;
   }
+}
+
+/** One batch of a result as drivers give it: fields, and rows as arrays in field order. */
+export interface Batch {
+  readonly fields: readonly { readonly name: string; readonly dataTypeID: number }[];
+  readonly rows: readonly unknown[][];
+}
+
+export const FETCH_BATCH = 500;
+
+/**
+ * Read a result batch by batch (`FETCH ${FETCH_BATCH}` from a cursor, or one batch when `once`),
+ * stopping as soon as a cap is reached: the rest of a large result is never pulled.
+ */
+export async function collectRows(next: () => Promise<Batch>, caps: { maxRows: number; maxBytes: number; once: boolean }): Promise<ReadQueryResult> {
+  let collector: RowCollector | undefined;
+  let columns: ColumnInfo[] = [];
+  for (;;) {
+    const batch = await next();
+    if (!collector) {
+      const names = uniqueColumnNames(batch.fields.map((f) => f.name));
+      columns = batch.fields.map((f, i) => ({ name: names[i] as string, type_oid: f.dataTypeID }));
+      collector = new RowCollector(columns, caps.maxRows, caps.maxBytes);
+    }
+    let more = true;
+    for (const row of batch.rows) {
+      if (!collector.add(row)) {
+        more = false;
+        break;
+      }
+    }
+    if (caps.once || !more || batch.rows.length < FETCH_BATCH) break;
+  }
+  const c = collector as RowCollector;
+  return { columns, rows: c.rows, truncated: c.truncated, bytes: c.bytes };
 }

@@ -4,14 +4,13 @@
  */
 import { parentPort } from 'node:worker_threads';
 import { PGlite } from '@electric-sql/pglite';
-import type { ColumnInfo, ReadQueryResult, ReadQuerySpec, Request, Response, WorkerErrorInfo } from './messages.js';
-import { RowCollector, uniqueColumnNames } from './result-rows.js';
+import type { ReadQueryResult, ReadQuerySpec, Request, Response, WorkerErrorInfo } from './messages.js';
+import { collectRows, FETCH_BATCH } from './result-rows.js';
 
 if (!parentPort) throw new Error('embedded/worker.ts must run in a worker thread');
 const port = parentPort;
 let db: PGlite | undefined;
 
-const FETCH_BATCH = 500;
 
 function database(): PGlite {
   if (!db) throw new Error('embedded engine not initialised');
@@ -33,35 +32,11 @@ async function read(spec: ReadQuerySpec): Promise<ReadQueryResult> {
   await pg.exec('BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY');
   try {
     for (const stmt of spec.preamble) await pg.query(stmt);
-    if (spec.direct) {
-      const res = await pg.query<unknown[]>(spec.sql, [], { rowMode: 'array' });
-      const names = uniqueColumnNames(res.fields.map((f) => f.name));
-      const columns: ColumnInfo[] = res.fields.map((f, i) => ({ name: names[i] as string, type_oid: f.dataTypeID }));
-      const collector = new RowCollector(columns, spec.maxRows, spec.maxBytes);
-      for (const row of res.rows) if (!collector.add(row)) break;
-      return { columns, rows: collector.rows, truncated: collector.truncated, bytes: collector.bytes };
-    }
+    const caps = { maxRows: spec.maxRows, maxBytes: spec.maxBytes, once: spec.direct };
+    // query() is the extended protocol: one statement per round trip
+    if (spec.direct) return await collectRows(() => pg.query<unknown[]>(spec.sql, [], { rowMode: 'array' }), caps);
     await pg.query(`DECLARE svc_cursor NO SCROLL CURSOR FOR ${spec.sql}`);
-    let collector: RowCollector | undefined;
-    let columns: ColumnInfo[] = [];
-    for (;;) {
-      const batch = await pg.query<unknown[]>(`FETCH ${FETCH_BATCH} FROM svc_cursor`, [], { rowMode: 'array' });
-      if (!collector) {
-        const names = uniqueColumnNames(batch.fields.map((f) => f.name));
-        columns = batch.fields.map((f, i) => ({ name: names[i] as string, type_oid: f.dataTypeID }));
-        collector = new RowCollector(columns, spec.maxRows, spec.maxBytes);
-      }
-      let more = true;
-      for (const row of batch.rows) {
-        if (!collector.add(row)) {
-          more = false;
-          break;
-        }
-      }
-      if (!more || batch.rows.length < FETCH_BATCH) break;
-    }
-    const c = collector as RowCollector;
-    return { columns, rows: c.rows, truncated: c.truncated, bytes: c.bytes };
+    return await collectRows(() => pg.query<unknown[]>(`FETCH ${FETCH_BATCH} FROM svc_cursor`, [], { rowMode: 'array' }), caps);
   } finally {
     await pg.exec('ROLLBACK');
   }
