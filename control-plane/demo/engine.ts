@@ -28,18 +28,30 @@ export interface DemoQuery {
 }
 
 export class DemoQueryError extends Error {
-  readonly code: 'DEMO_ERR_TIMEOUT' | 'DEMO_ERR_SQL' | 'DEMO_ERR_UNAVAILABLE';
+  /**
+   * TIMEOUT: ran past its deadline and was stopped; BUSY: no engine was free within the deadline
+   * (it never ran); COOLDOWN: this organization's last statement was stopped at its deadline and
+   * the engine it held is being replaced; UNAVAILABLE: the engine cannot be reached.
+   */
+  readonly code: 'DEMO_ERR_TIMEOUT' | 'DEMO_ERR_BUSY' | 'DEMO_ERR_COOLDOWN' | 'DEMO_ERR_SQL' | 'DEMO_ERR_UNAVAILABLE';
   readonly sqlState: string | undefined;
   readonly position: number | undefined;
   /** whether the statement had started on an engine (a timeout after it started used the engine) */
   readonly started: boolean;
-  constructor(code: DemoQueryError['code'], message: string, sqlState?: string, position?: number, started = true) {
+  /** seconds after which a retry can succeed (BUSY, COOLDOWN) */
+  readonly retryAfter: number | undefined;
+  constructor(
+    code: DemoQueryError['code'],
+    message: string,
+    o: { sqlState?: string | undefined; position?: number | undefined; started?: boolean; retryAfter?: number } = {},
+  ) {
     super(message);
     this.name = 'DemoQueryError';
     this.code = code;
-    this.sqlState = sqlState;
-    this.position = position;
-    this.started = started;
+    this.sqlState = o.sqlState;
+    this.position = o.position;
+    this.started = o.started ?? (code === 'DEMO_ERR_TIMEOUT' || code === 'DEMO_ERR_SQL');
+    this.retryAfter = o.retryAfter;
   }
 }
 
@@ -57,8 +69,8 @@ async function admitted<T>(gate: FairGate, q: DemoQuery, work: (deadline: number
     leave = await gate.acquire(q.tenant, q.timeoutMs);
   } catch (err) {
     if (err instanceof GateError && err.code === 'GATE_ERR_TIMEOUT') {
-      const why = `the statement waited ${q.timeoutMs} ms for an engine (this organization's other statements hold its share) and was not run`;
-      throw new DemoQueryError('DEMO_ERR_TIMEOUT', why, undefined, undefined, false);
+      const why = `no engine was free within ${q.timeoutMs} ms (this organization's other statements hold its share); the statement was not run`;
+      throw new DemoQueryError('DEMO_ERR_BUSY', why, { retryAfter: 1 });
     }
     throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo engine is shutting down');
   }
@@ -209,6 +221,7 @@ export class EmbeddedDemoEngine implements DemoEngine {
   private adopt(engine: EmbeddedPostgres): void {
     const slot: Slot = { engine, busy: false };
     this.slots.push(slot);
+    if (this.slots.length >= this.options.min) this.cooldown.clear(); // replacements are warm again
     this.release(slot);
   }
 
@@ -283,7 +296,7 @@ export class EmbeddedDemoEngine implements DemoEngine {
         timer: setTimeout(() => {
           const i = this.waiters.indexOf(waiter);
           if (i >= 0) this.waiters.splice(i, 1);
-          reject(new DemoQueryError('DEMO_ERR_TIMEOUT', `the statement waited ${timeoutMs} ms for an engine and was not run`, undefined, undefined, false));
+          reject(new DemoQueryError('DEMO_ERR_BUSY', `no engine was free within ${timeoutMs} ms; the statement was not run`, { retryAfter: 1 }));
         }, Math.max(0, timeoutMs)),
       };
       this.waiters.push(waiter);
@@ -292,9 +305,31 @@ export class EmbeddedDemoEngine implements DemoEngine {
     return wait;
   }
 
-  run(q: DemoQuery): Promise<ReadQueryResult> {
-    return admitted(this.gate, q, async (deadline) => this.runOn(await this.acquireSlot(deadline - Date.now()), q, deadline));
+  async run(q: DemoQuery): Promise<ReadQueryResult> {
+    this.checkCooldown(q.tenant);
+    return admitted(this.gate, q, async (deadline) => {
+      this.checkCooldown(q.tenant); // its earlier statement may have been stopped while this one waited
+      return this.runOn(await this.acquireSlot(deadline - Date.now()), q, deadline);
+    });
   }
+
+  private checkCooldown(tenant: string): void {
+    const until = this.cooldown.get(tenant);
+    if (until === undefined) return;
+    if (until <= Date.now()) {
+      this.cooldown.delete(tenant);
+      return;
+    }
+    const wait = Math.max(1, Math.ceil((until - Date.now()) / 1000));
+    throw new DemoQueryError('DEMO_ERR_COOLDOWN', `this organization's last statement ran past its deadline and the engine it held is being replaced; retry in ${wait} s`, { retryAfter: wait });
+  }
+
+  /**
+   * Organizations whose statement was stopped at its deadline (which costs a worker), until its
+   * replacement is warm: they cannot take the remaining workers from everyone else meanwhile.
+   */
+  private readonly cooldown = new Map<string, number>();
+  static readonly COOLDOWN_MAX_MS = 10_000;
 
   private async runOn(slot: Slot, q: DemoQuery, deadline: number): Promise<ReadQueryResult> {
     let timedOut = false;
@@ -306,8 +341,11 @@ export class EmbeddedDemoEngine implements DemoEngine {
     try {
       return await slot.engine.read({ preamble: preamble(q), sql: q.sql, maxRows: q.maxRows, maxBytes: q.maxBytes, direct: q.direct });
     } catch (err) {
-      if (timedOut) throw new DemoQueryError('DEMO_ERR_TIMEOUT', `the statement ran past its ${q.timeoutMs} ms deadline and was cancelled`);
-      if (err instanceof EmbeddedError && err.code === 'EMBEDDED_ERR_SQL') throw new DemoQueryError('DEMO_ERR_SQL', err.message, err.sqlState, err.position);
+      if (timedOut) {
+        this.cooldown.set(q.tenant, Date.now() + EmbeddedDemoEngine.COOLDOWN_MAX_MS);
+        throw new DemoQueryError('DEMO_ERR_TIMEOUT', `the statement ran past its ${q.timeoutMs} ms deadline and was cancelled`);
+      }
+      if (err instanceof EmbeddedError && err.code === 'EMBEDDED_ERR_SQL') throw new DemoQueryError('DEMO_ERR_SQL', err.message, { sqlState: err.sqlState, position: err.position });
       throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo engine failed while running the statement');
     } finally {
       clearTimeout(timer);
@@ -410,11 +448,11 @@ export class PostgresDemoEngine implements DemoEngine {
       const caps = { maxRows: q.maxRows, maxBytes: q.maxBytes, once: q.direct };
       if (q.direct) return await collectRows(() => c.query(extended({ text: q.sql, rowMode: 'array' })), caps);
       await c.query(extended({ text: `DECLARE svc_cursor NO SCROLL CURSOR FOR ${q.sql}`, rowMode: 'array' }));
-      return await collectRows(() => c.query(extended({ text: `FETCH ${FETCH_BATCH} FROM svc_cursor`, rowMode: 'array' })), caps);
+      return await collectRows((n) => c.query(extended({ text: `FETCH ${Math.min(n, FETCH_BATCH)} FROM svc_cursor`, rowMode: 'array' })), caps);
     } catch (err) {
       const e = err as { code?: string; message?: string; position?: string };
-      if (e.code === '57014' || cancelled) throw new DemoQueryError('DEMO_ERR_TIMEOUT', `the statement ran past its ${q.timeoutMs} ms deadline and was cancelled at the database`, e.code);
-      if (typeof e.code === 'string') throw new DemoQueryError('DEMO_ERR_SQL', e.message ?? 'database error', e.code, e.position ? Number(e.position) : undefined);
+      if (e.code === '57014' || cancelled) throw new DemoQueryError('DEMO_ERR_TIMEOUT', `the statement ran past its ${q.timeoutMs} ms deadline and was cancelled at the database`, { sqlState: e.code });
+      if (typeof e.code === 'string') throw new DemoQueryError('DEMO_ERR_SQL', e.message ?? 'database error', { sqlState: e.code, position: e.position ? Number(e.position) : undefined });
       broken = true;
       throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo database is unreachable');
     } finally {

@@ -66,17 +66,21 @@ export interface Batch {
   readonly rows: readonly unknown[][];
 }
 
+/** The most rows fetched from a cursor at once. */
 export const FETCH_BATCH = 500;
 
 /**
- * Read a result batch by batch (`FETCH ${FETCH_BATCH}` from a cursor, or one batch when `once`),
- * stopping as soon as a cap is reached: the rest of a large result is never pulled.
+ * Read a result batch by batch (`next(n)` fetches up to n rows from a cursor; `once` reads a
+ * single batch), stopping as soon as a cap is reached. Batch sizes follow the row size seen so
+ * far, so that a batch never pulls much more than the bytes still allowed: the rest of a large
+ * result is never read from the database.
  */
-export async function collectRows(next: () => Promise<Batch>, caps: { maxRows: number; maxBytes: number; once: boolean }): Promise<ReadQueryResult> {
+export async function collectRows(next: (n: number) => Promise<Batch>, caps: { maxRows: number; maxBytes: number; once: boolean }): Promise<ReadQueryResult> {
   let collector: RowCollector | undefined;
   let columns: ColumnInfo[] = [];
+  let ask = Math.min(50, caps.maxRows + 1);
   for (;;) {
-    const batch = await next();
+    const batch = await next(ask);
     if (!collector) {
       const names = uniqueColumnNames(batch.fields.map((f) => f.name));
       columns = batch.fields.map((f, i) => ({ name: names[i] as string, type_oid: f.dataTypeID }));
@@ -89,7 +93,12 @@ export async function collectRows(next: () => Promise<Batch>, caps: { maxRows: n
         break;
       }
     }
-    if (caps.once || !more || batch.rows.length < FETCH_BATCH) break;
+    if (caps.once || !more || batch.rows.length < ask) break;
+    const perRow = Math.max(1, (collector.bytes - 2) / Math.max(1, collector.rows.length));
+    const bytesLeft = caps.maxBytes - collector.bytes;
+    const rowsLeft = caps.maxRows - collector.rows.length;
+    // one row past either cap is enough to know the result is truncated
+    ask = Math.max(1, Math.min(FETCH_BATCH, rowsLeft + 1, Math.floor(bytesLeft / perRow) + 1));
   }
   const c = collector as RowCollector;
   return { columns, rows: c.rows, truncated: c.truncated, bytes: c.bytes };

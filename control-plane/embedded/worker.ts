@@ -36,7 +36,7 @@ async function read(spec: ReadQuerySpec): Promise<ReadQueryResult> {
     // query() is the extended protocol: one statement per round trip
     if (spec.direct) return await collectRows(() => pg.query<unknown[]>(spec.sql, [], { rowMode: 'array' }), caps);
     await pg.query(`DECLARE svc_cursor NO SCROLL CURSOR FOR ${spec.sql}`);
-    return await collectRows(() => pg.query<unknown[]>(`FETCH ${FETCH_BATCH} FROM svc_cursor`, [], { rowMode: 'array' }), caps);
+    return await collectRows((n) => pg.query<unknown[]>(`FETCH ${Math.min(n, FETCH_BATCH)} FROM svc_cursor`, [], { rowMode: 'array' }), caps);
   } finally {
     await pg.exec('ROLLBACK');
   }

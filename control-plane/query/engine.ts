@@ -103,6 +103,11 @@ function translate(err: unknown): ApiError {
   }
   if (err instanceof DemoQueryError) {
     if (err.code === 'DEMO_ERR_TIMEOUT') return new ApiError('query_timeout', `${err.message}; narrow the query (filters, LIMIT, aggregates)`);
+    if (err.code === 'DEMO_ERR_BUSY') return new ApiError('service_unavailable', `${err.message}; retry shortly`, undefined, { 'Retry-After': String(err.retryAfter ?? 1) });
+    if (err.code === 'DEMO_ERR_COOLDOWN') {
+      const wait = err.retryAfter ?? 1;
+      return new ApiError('rate_limited', err.message, { retry_after_seconds: wait }, { 'Retry-After': String(wait) });
+    }
     if (err.code === 'DEMO_ERR_UNAVAILABLE') return new ApiError('service_unavailable', `${err.message}; retry shortly`);
     if (err.sqlState === '42501' || err.sqlState === '25006') return new ApiError('scope_violation', `the database refused the statement: ${err.message}`);
     return new ApiError('invalid_sql', `the database rejected the statement: ${err.message}`, { sqlstate: err.sqlState, ...(err.position !== undefined ? { position: err.position } : {}) });
@@ -116,7 +121,7 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
   const base = { type: 'query', org_id: orgId, ...auditedSql('sql', sqlText) };
   const fail = async (err: unknown, extra: Record<string, unknown> = {}): Promise<never> => {
     const api = translate(err);
-    const outcome = api.status === 402 || api.status === 403 || api.status === 410 || api.code === 'invalid_sql' ? 'refused' : 'error';
+    const outcome = api.status === 402 || api.status === 403 || api.status === 410 || api.status === 429 || api.code === 'invalid_sql' ? 'refused' : 'error';
     const event = await deps.store.tx((sql) =>
       appendEvent(sql, conn.id, { ...base, ...extra, outcome, error_code: api.code, duration_ms: Date.now() - started }),
     );
