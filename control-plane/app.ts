@@ -19,6 +19,10 @@ import { catalogueRoutes } from './routes/catalogue.js';
 import { connectionRoutes } from './routes/connections.js';
 import type { App, Services } from './routes/context.js';
 import { systemRoutes } from './routes/system.js';
+import { relayRoutes } from './routes/relays.js';
+import { loadOrCreateStoredCa, relayCa } from './relays/ca.js';
+import { RELAY_DEFAULTS, type RelayCa } from './relays/index.js';
+import { loadMasterKey } from './secrets/index.js';
 import { initSqlParser } from './query/sql/index.js';
 import { openStore, type Store } from './store/index.js';
 
@@ -123,6 +127,21 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   catalogueRoutes(app, services);
   connectionRoutes(app, services);
   auditRoutes(app, services);
+  // the CA is made (or loaded) on first use: most starts never sign anything
+  let caPromise: Promise<RelayCa> | undefined;
+  const ca = (): Promise<RelayCa> => {
+    caPromise ??= loadMasterKey(config.masterKey, config.dataDir)
+      .then((key) => loadOrCreateStoredCa(store, [key]))
+      .then(relayCa);
+    caPromise.catch(() => (caPromise = undefined));
+    return caPromise;
+  };
+  relayRoutes(app, services, ca, {
+    tunnelUrl: config.tunnelPublicUrl,
+    certValidityDays: config.relayCertDays,
+    overlapMs: config.relayCertOverlapMs,
+    tokenTtlSeconds: RELAY_DEFAULTS.tokenTtlSeconds,
+  });
   systemRoutes(app, services, () => ({ demo: demoEngine !== undefined }));
 
   app.addHook('onClose', async () => {

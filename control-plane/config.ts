@@ -33,6 +33,10 @@ export interface Config {
   readonly webhookRetryDelaysMs: readonly number[];
   readonly webhookAllowPrivate: boolean;
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /** validity of relay client certificates, days */
+  readonly relayCertDays: number;
+  /** how long a replaced relay certificate stays valid, ms */
+  readonly relayCertOverlapMs: number;
   /** requests per second per agent key; 0 disables */
   readonly rateLimitPerKey: number;
   /** signups per minute per client address; 0 disables */
@@ -137,6 +141,10 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   };
   const demoWorkers = int('SVC_DEMO_WORKERS', 2, 1, 16);
   const rateLimitPerKey = int('SVC_RATE_LIMIT', 100, 0, 100_000);
+  const relayCertDays = int('SVC_RELAY_CERT_DAYS', 30, 1, 397);
+  const overlapText = str('SVC_RELAY_CERT_OVERLAP') ?? '24h';
+  const relayCertOverlapMs = parseDuration(overlapText);
+  if (!Number.isFinite(relayCertOverlapMs) || relayCertOverlapMs < 0) problems.push(`SVC_RELAY_CERT_OVERLAP must be a duration like 24h or 30m, got ${JSON.stringify(overlapText)}`);
   const signupRateLimit = int('SVC_SIGNUP_RATE_LIMIT', 600, 0, 100_000);
 
   if (problems.length > 0) throw new ConfigError(problems);
@@ -157,6 +165,8 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     demoWorkers,
     rateLimitPerKey,
     signupRateLimit,
+    relayCertDays,
+    relayCertOverlapMs,
     limits,
   };
 }

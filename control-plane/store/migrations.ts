@@ -98,6 +98,64 @@ CREATE TABLE reservations (
 CREATE INDEX reservations_age ON reservations (created_at);
 `,
   },
+  {
+    version: 3,
+    name: 'certificate authority, relays, enrollment tokens, relay certificates and events',
+    sql: `
+CREATE TABLE ca (
+  id          integer PRIMARY KEY CHECK (id = 1),
+  cert_pem    text NOT NULL,
+  key_sealed  text NOT NULL,
+  created_at  timestamptz NOT NULL
+);
+
+CREATE TABLE relays (
+  id            text PRIMARY KEY,
+  org_id        text NOT NULL REFERENCES orgs(id),
+  name          text NOT NULL,
+  created_at    timestamptz NOT NULL,
+  revoked_at    timestamptz,
+  last_seen_at  timestamptz,
+  version       text
+);
+CREATE INDEX relays_org ON relays (org_id, created_at);
+
+CREATE TABLE relay_enroll_tokens (
+  token_hash  text PRIMARY KEY,
+  org_id      text NOT NULL REFERENCES orgs(id),
+  name        text,
+  created_at  timestamptz NOT NULL,
+  expires_at  timestamptz NOT NULL,
+  used_at     timestamptz,
+  relay_id    text
+);
+
+CREATE TABLE relay_certificates (
+  serial        text PRIMARY KEY,
+  fingerprint   text NOT NULL UNIQUE,
+  key_fingerprint text NOT NULL,
+  relay_id      text NOT NULL REFERENCES relays(id),
+  not_before    timestamptz NOT NULL,
+  not_after     timestamptz NOT NULL,
+  issued_at     timestamptz NOT NULL,
+  superseded_at timestamptz,
+  overlap_until timestamptz,
+  revoked_at    timestamptz,
+  revoked_reason text
+);
+CREATE INDEX relay_certificates_relay ON relay_certificates (relay_id, issued_at);
+
+CREATE TABLE relay_events (
+  id        bigserial PRIMARY KEY,
+  relay_id  text,
+  org_id    text NOT NULL,
+  kind      text NOT NULL,
+  at        timestamptz NOT NULL,
+  detail    jsonb NOT NULL
+);
+CREATE INDEX relay_events_relay ON relay_events (relay_id, id);
+`,
+  },
 ];
 
 /** Apply every migration not yet applied; returns the versions applied now. */

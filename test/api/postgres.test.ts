@@ -5,6 +5,7 @@
  */
 import t from 'tap';
 import pg from 'pg';
+import { generateKeyAndCsr } from '../../pki/index.js';
 import { api, freshDatabase, openConnection, realPostgresAvailable, signupAgent, startServer, type TestServer } from '../helpers/server.js';
 
 if (!(await realPostgresAvailable())) {
@@ -65,6 +66,14 @@ if (!(await realPostgresAvailable())) {
     t.equal(r.body.error.code, 'query_timeout');
     const after = await api(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: 'SELECT 1 AS one' } });
     t.equal(after.status, 200);
+  });
+
+  t.test('registrations racing with one enrollment token: exactly one wins under real row locks', async (t) => {
+    const a = await signupAgent(srv.url);
+    const tok = (await api<{ token: string }>(srv.url, 'POST', '/v1/relays/enroll-token', { key: a.key, body: {} })).body.token;
+    const { csrPem } = generateKeyAndCsr();
+    const results = await Promise.all(Array.from({ length: 6 }, () => api(srv.url, 'POST', '/v1/relays/register', { body: { enroll_token: tok, csr_pem: csrPem } })));
+    t.same(results.map((r) => r.status).sort(), [201, 409, 409, 409, 409, 409]);
   });
 
   t.test('tampering with stored events is found', async (t) => {

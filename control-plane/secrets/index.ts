@@ -1,0 +1,73 @@
+/**
+ * The master key and sealed secrets. The master key (32 bytes) comes from SVC_MASTER_KEY, or is
+ * generated once into `<data dir>/master.key` (mode 0600). Secrets are sealed with AES-256-GCM
+ * as `v1.<key id>.<iv>.<tag>.<ciphertext>` (base64url parts); the key id (first 8 hex characters
+ * of SHA-256 of the key) is kept with every ciphertext so the master key can be rotated: open()
+ * accepts any key it is given.
+ */
+import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+
+export class SecretsError extends Error {
+  readonly code: 'SECRETS_ERR_KEY' | 'SECRETS_ERR_SEALED' | 'SECRETS_ERR_UNKNOWN_KEY';
+  constructor(code: SecretsError['code'], message: string) {
+    super(message);
+    this.name = 'SecretsError';
+    this.code = code;
+  }
+}
+
+export interface MasterKey {
+  readonly id: string;
+  readonly key: Buffer;
+}
+
+export function masterKeyFrom(text: string): MasterKey {
+  const t = text.trim();
+  const key = /^[0-9a-fA-F]{64}$/.test(t) ? Buffer.from(t, 'hex') : Buffer.from(t, t.includes('-') || t.includes('_') ? 'base64url' : 'base64');
+  if (key.length !== 32) throw new SecretsError('SECRETS_ERR_KEY', 'the master key must be 32 bytes (64 hex characters or base64)');
+  return { id: createHash('sha256').update(key).digest('hex').slice(0, 8), key };
+}
+
+/** SVC_MASTER_KEY when given; else the key in `<dataDir>/master.key`, created (0600) on first use. */
+export async function loadMasterKey(configured: string | undefined, dataDir: string): Promise<MasterKey> {
+  if (configured) return masterKeyFrom(configured);
+  const file = path.join(dataDir, 'master.key');
+  try {
+    return masterKeyFrom(await fs.readFile(file, 'utf8'));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  await fs.mkdir(dataDir, { recursive: true });
+  const fresh = randomBytes(32).toString('hex');
+  try {
+    await fs.writeFile(file, `${fresh}\n`, { mode: 0o600, flag: 'wx' });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err; // another process made it first
+  }
+  return masterKeyFrom(await fs.readFile(file, 'utf8'));
+}
+
+export function seal(key: MasterKey, plaintext: string | Buffer): string {
+  const iv = randomBytes(12);
+  const cipher = createCipheriv('aes-256-gcm', key.key, iv);
+  const body = Buffer.concat([cipher.update(plaintext), cipher.final()]);
+  return ['v1', key.id, iv.toString('base64url'), cipher.getAuthTag().toString('base64url'), body.toString('base64url')].join('.');
+}
+
+/** Open a sealed secret with whichever of `keys` sealed it. */
+export function open(keys: readonly MasterKey[], sealed: string): Buffer {
+  const parts = sealed.split('.');
+  if (parts.length !== 5 || parts[0] !== 'v1') throw new SecretsError('SECRETS_ERR_SEALED', 'not a sealed secret');
+  const [, id, iv, tag, body] = parts as [string, string, string, string, string];
+  const key = keys.find((k) => k.id === id);
+  if (!key) throw new SecretsError('SECRETS_ERR_UNKNOWN_KEY', `sealed with master key ${id}, which is not configured`);
+  try {
+    const decipher = createDecipheriv('aes-256-gcm', key.key, Buffer.from(iv, 'base64url'));
+    decipher.setAuthTag(Buffer.from(tag, 'base64url'));
+    return Buffer.concat([decipher.update(Buffer.from(body, 'base64url')), decipher.final()]);
+  } catch {
+    throw new SecretsError('SECRETS_ERR_SEALED', 'the sealed secret does not open (tampered, or another key)');
+  }
+}
