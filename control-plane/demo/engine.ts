@@ -89,6 +89,9 @@ function preamble(q: DemoQuery): string[] {
     `SET LOCAL idle_in_transaction_session_timeout = ${Math.max(1000, Math.floor(q.timeoutMs) * 2)}`,
     'SET LOCAL search_path = pg_catalog',
     "SET LOCAL TimeZone = 'UTC'",
+    // row-security quals defeat row estimates; a nested loop over a misestimated join can take
+    // minutes where a hash join takes milliseconds (the demo tables are small)
+    'SET LOCAL enable_nestloop = off',
     ...q.settings,
   ];
 }

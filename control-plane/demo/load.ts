@@ -6,16 +6,21 @@ import { createHash } from 'node:crypto';
 import type { Cell, ColumnType, DatasetDef, TableDef } from './types.js';
 
 /** Bump when the generators change the rows they produce. */
-export const DEMO_DATA_VERSION = 2;
+export const DEMO_DATA_VERSION = 3;
 
 /** The non-owner role demo queries run as. */
 export const DEMO_READER_ROLE = 'svc_demo_reader';
 
 /** The trusted `SET LOCAL` statements that tell the row-security layer a transaction's scope. */
 export function scopeSettings(tables: readonly { schema: string; table: string }[], periods: readonly { start: string; end: string }[]): string[] {
+  const starts = periods.map((p) => p.start).sort();
+  const ends = periods.map((p) => p.end).sort();
   return [
     `SET LOCAL "svc.tables" = ${quoteLiteral(tables.map((t) => `${t.schema}.${t.table}`).join(','))}`,
-    `SET LOCAL "svc.periods" = ${quoteLiteral(periods.length === 0 ? 'all' : periods.map((p) => `${p.start}/${p.end}`).join(','))}`,
+    `SET LOCAL "svc.period_n" = '${periods.length}'`,
+    `SET LOCAL "svc.period_lo" = ${quoteLiteral(starts[0] ?? '-infinity')}`,
+    `SET LOCAL "svc.period_hi" = ${quoteLiteral(ends[ends.length - 1] ?? 'infinity')}`,
+    `SET LOCAL "svc.periods" = ${quoteLiteral(periods.map((p) => `${p.start}/${p.end}`).join(','))}`,
   ];
 }
 
@@ -85,30 +90,43 @@ export function* schemaStatements(datasets: readonly DatasetDef[]): Generator<st
 /**
  * The second, independent layer of scope enforcement: row-level security on every demo table,
  * forced, for the reader role. Each transaction is told its scope by the control plane with
- * `SET LOCAL svc.tables` (comma list of schema.table) and `SET LOCAL svc.periods` (`all`, or a
- * comma list of `start/end` half-open intervals); anything unset or empty allows nothing. The
+ * `SET LOCAL svc.tables` (comma list of schema.table), `svc.period_n` (0 = no period
+ * restriction), `svc.period_lo`/`svc.period_hi` (the overall bounds, which the planner can
+ * estimate) and `svc.periods` (the exact `start/end` list); anything unset allows nothing. The
  * reader cannot call set_config (revoked), and the SQL layer never lets a SET through.
  */
 export const SCOPE_FUNCTIONS = [
   `CREATE OR REPLACE FUNCTION svc_meta.table_allowed(rel text) RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
      SELECT rel = ANY (string_to_array(coalesce(current_setting('svc.tables', true), ''), ','))
    $fn$`,
+  // number of periods: 0 = no period restriction; unset = NULL, which lets nothing through
+  `CREATE OR REPLACE FUNCTION svc_meta.period_n() RETURNS integer LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
+     SELECT nullif(current_setting('svc.period_n', true), '')::integer
+   $fn$`,
+  `CREATE OR REPLACE FUNCTION svc_meta.period_lo() RETURNS timestamptz LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
+     SELECT nullif(current_setting('svc.period_lo', true), '')::timestamptz
+   $fn$`,
+  `CREATE OR REPLACE FUNCTION svc_meta.period_hi() RETURNS timestamptz LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
+     SELECT nullif(current_setting('svc.period_hi', true), '')::timestamptz
+   $fn$`,
+  // the exact union, consulted only when there are several periods
   `CREATE OR REPLACE FUNCTION svc_meta.period_allows(at timestamptz) RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
-     SELECT CASE coalesce(current_setting('svc.periods', true), '')
-       WHEN 'all' THEN true
-       WHEN '' THEN false
-       ELSE at IS NOT NULL AND EXISTS (
-         SELECT 1 FROM unnest(string_to_array(current_setting('svc.periods', true), ',')) AS p(r)
-          WHERE at >= split_part(p.r, '/', 1)::timestamptz AND at < split_part(p.r, '/', 2)::timestamptz)
-     END
+     SELECT at IS NOT NULL AND EXISTS (
+       SELECT 1 FROM unnest(string_to_array(coalesce(current_setting('svc.periods', true), ''), ',')) AS p(r)
+        WHERE r <> '' AND at >= split_part(p.r, '/', 1)::timestamptz AND at < split_part(p.r, '/', 2)::timestamptz)
    $fn$`,
 ];
+
+/** The row-security predicate of a table with a time column `col` (already quoted). */
+function periodPolicy(col: string): string {
+  return `(svc_meta.period_n() = 0 OR (${col} >= svc_meta.period_lo() AND ${col} < svc_meta.period_hi() AND (svc_meta.period_n() = 1 OR svc_meta.period_allows(${col}))))`;
+}
 
 /** Statements run after the data: row security, grants to the reader role, statistics, the version stamp. */
 export function* finishStatements(datasets: readonly DatasetDef[], fingerprint: string): Generator<string> {
   yield* SCOPE_FUNCTIONS;
   yield `GRANT USAGE ON SCHEMA svc_meta TO ${DEMO_READER_ROLE}`;
-  yield `GRANT EXECUTE ON FUNCTION svc_meta.table_allowed(text), svc_meta.period_allows(timestamptz) TO ${DEMO_READER_ROLE}`;
+  yield `GRANT EXECUTE ON FUNCTION svc_meta.table_allowed(text), svc_meta.period_n(), svc_meta.period_lo(), svc_meta.period_hi(), svc_meta.period_allows(timestamptz) TO ${DEMO_READER_ROLE}`;
   yield 'REVOKE EXECUTE ON FUNCTION pg_catalog.set_config(text, text, boolean) FROM PUBLIC';
   for (const d of datasets) {
     for (const t of d.tables) {
@@ -116,7 +134,7 @@ export function* finishStatements(datasets: readonly DatasetDef[], fingerprint: 
       const name = quoteLiteral(`${d.schema}.${t.name}`);
       yield `ALTER TABLE ${rel} ENABLE ROW LEVEL SECURITY`;
       yield `ALTER TABLE ${rel} FORCE ROW LEVEL SECURITY`;
-      const period = t.timeColumn ? ` AND svc_meta.period_allows(${quoteIdent(t.timeColumn)})` : '';
+      const period = t.timeColumn ? ` AND ${periodPolicy(quoteIdent(t.timeColumn))}` : '';
       yield `CREATE POLICY svc_scope ON ${rel} FOR SELECT TO ${DEMO_READER_ROLE} USING (svc_meta.table_allowed(${name})${period})`;
     }
     yield `GRANT USAGE ON SCHEMA ${quoteIdent(d.schema)} TO ${DEMO_READER_ROLE}`;
