@@ -22,6 +22,8 @@ import { systemRoutes } from './routes/system.js';
 import { relayRoutes } from './routes/relays.js';
 import { loadOrCreateStoredCa, relayCa } from './relays/ca.js';
 import { RELAY_DEFAULTS, type RelayCa } from './relays/index.js';
+import { startTunnelListener, TunnelRegistry, type TunnelListener } from './tunnel/index.js';
+import type { Ca } from '../pki/index.js';
 import { loadMasterKey } from './secrets/index.js';
 import { initSqlParser } from './query/sql/index.js';
 import { openStore, type Store } from './store/index.js';
@@ -41,6 +43,8 @@ export interface SvcApp {
   readonly services: Services;
   /** resolves when the demo engine is ready */
   readonly demoReady: Promise<DemoEngine>;
+  /** start the relay tunnel listener (mutual TLS) on config.tunnelPort; closed with the app */
+  readonly startTunnel: () => Promise<TunnelListener>;
 }
 
 export async function buildApp(config: Config, options: BuildOptions = {}): Promise<SvcApp> {
@@ -111,7 +115,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     void reply.header('x-request-id', String(req.id));
   });
 
-  const services: Services = { config, store, catalogue, demo: () => demoReady, track };
+  const tunnels = new TunnelRegistry();
+  const services: Services = { config, store, catalogue, demo: () => demoReady, track, tunnels };
 
   // money held by queries that a crash or kill interrupted goes back: at start, then every minute
   const staleAfterMs = 2 * config.limits.queryTimeoutMs + 60_000;
@@ -127,15 +132,14 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   catalogueRoutes(app, services);
   connectionRoutes(app, services);
   auditRoutes(app, services);
-  // the CA is made (or loaded) on first use: most starts never sign anything
-  let caPromise: Promise<RelayCa> | undefined;
-  const ca = (): Promise<RelayCa> => {
-    caPromise ??= loadMasterKey(config.masterKey, config.dataDir)
-      .then((key) => loadOrCreateStoredCa(store, [key]))
-      .then(relayCa);
+  // the CA is made (or loaded) on first use: most test servers never sign anything
+  let caPromise: Promise<Ca> | undefined;
+  const loadCa = (): Promise<Ca> => {
+    caPromise ??= loadMasterKey(config.masterKey, config.dataDir).then((key) => loadOrCreateStoredCa(store, [key]));
     caPromise.catch(() => (caPromise = undefined));
     return caPromise;
   };
+  const ca = (): Promise<RelayCa> => loadCa().then(relayCa);
   relayRoutes(app, services, ca, {
     tunnelUrl: config.tunnelPublicUrl,
     certValidityDays: config.relayCertDays,
@@ -144,12 +148,30 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   });
   systemRoutes(app, services, () => ({ demo: demoEngine !== undefined }));
 
+  let listener: TunnelListener | undefined;
+  const startTunnel = async (): Promise<TunnelListener> => {
+    const host = new URL(config.tunnelPublicUrl.replace(/^wss:/, 'https:')).hostname.replace(/^\[|\]$/g, '');
+    const isIp = /^[\d.]+$|:/.test(host);
+    listener = await startTunnelListener({
+      host: config.host,
+      port: config.tunnelPort,
+      dnsNames: [...new Set(['localhost', ...(isIp ? [] : [host])])],
+      ipAddresses: [...new Set(['127.0.0.1', '::1', ...(isIp ? [host] : [])])],
+      store,
+      ca: await loadCa(),
+      registry: tunnels,
+      log: app.log,
+    });
+    return listener;
+  };
+
   app.addHook('onClose', async () => {
     clearInterval(sweeper);
+    await listener?.close();
     const engine = await demoReady.catch(() => undefined);
     await engine?.close();
     await store.close();
   });
 
-  return { app, store, services, demoReady };
+  return { app, store, services, demoReady, startTunnel };
 }

@@ -15,8 +15,10 @@ async function main(): Promise<void> {
     throw err;
   }
   const started = Date.now();
-  const { app, demoReady } = await buildApp(config);
+  const { app, demoReady, startTunnel } = await buildApp(config);
   await app.listen({ host: config.host, port: config.port });
+  const tunnel = await startTunnel();
+  app.log.info({ port: tunnel.port, tunnel_url: config.tunnelPublicUrl }, 'relay tunnel listener ready');
   const addr = app.server.address();
   const listening = addr && typeof addr === 'object' ? `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}` : config.publicUrl;
   app.log.info({ listening, public_url: config.publicUrl, ms: Date.now() - started }, 'svc control plane ready');

@@ -5,6 +5,7 @@ import type { Catalogue } from '../catalogue/index.js';
 import type { Config } from '../config.js';
 import type { DemoEngine } from '../demo/engine.js';
 import type { Store } from '../store/index.js';
+import type { TunnelRegistry } from '../tunnel/index.js';
 
 export type App = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, FastifyBaseLogger, TypeBoxTypeProvider>;
 
@@ -17,6 +18,8 @@ export interface Services {
   readonly demo: () => Promise<DemoEngine>;
   /** run work that shutdown must wait for (queries: money is held while they run) */
   readonly track: <T>(work: () => Promise<T>) => Promise<T>;
+  /** live relay tunnels (empty until the tunnel listener runs) */
+  readonly tunnels: TunnelRegistry;
 }
 
 export const ErrorSchema = Type.Object(

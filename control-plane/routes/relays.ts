@@ -49,13 +49,13 @@ export function relayRoutes(app: App, s: Services, ca: () => Promise<RelayCa>, o
   app.get(
     '/v1/relays',
     { schema: { summary: 'List relays with status, last seen, certificate expiry and version', tags: ['relays'], response: { ...errors() } } },
-    async (req) => ({ relays: await listRelays(s.store, principalOf(req).orgId) }),
+    async (req) => ({ relays: await listRelays(s.store, principalOf(req).orgId, (id) => s.tunnels.online(id)) }),
   );
 
   app.get(
     '/v1/relays/:relay_id',
     { schema: { summary: 'One relay, with its certificates and lifecycle events', tags: ['relays'], params: RelayId, response: { ...errors(404) } } },
-    async (req) => getRelay(s.store, principalOf(req).orgId, req.params.relay_id),
+    async (req) => getRelay(s.store, principalOf(req).orgId, req.params.relay_id, (id) => s.tunnels.online(id)),
   );
 
   for (const [path, kind] of [
@@ -86,6 +86,7 @@ export function relayRoutes(app: App, s: Services, ca: () => Promise<RelayCa>, o
     async (req) => {
       const orgId = principalOf(req).orgId;
       await deleteRelay(s.store, orgId, req.params.relay_id);
+      s.tunnels.disconnect(req.params.relay_id, 'relay_revoked'); // its live tunnel closes at once
       return getRelay(s.store, orgId, req.params.relay_id);
     },
   );
