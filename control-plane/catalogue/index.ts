@@ -96,8 +96,15 @@ function liveTarget(l: LiveTargetDef): Target {
   const grammar: ScopeRule[] = [];
   if (l.id === 'postgres-relay') {
     grammar.push({ name: 'relay', pattern: 'relay:<relay_id>', description: "The organization's relay that carries the queries.", required: true, examples: ['relay:rly_…'] });
-  }
-  grammar.push(
+    grammar.push({ name: 'read', pattern: 'read:<schema>.<table> | read:<table>', description: 'Tables the connection may read (an unqualified name means public.<table>).', required: true, examples: ['read:public.orders'] });
+    grammar.push({
+      name: 'filter',
+      pattern: 'filter:<schema>.<table>.<column>=<value>',
+      description: 'Only rows of that table whose column equals the value (several filters on one table all apply); the table must also be in a read: scope.',
+      required: false,
+      examples: ['filter:public.orders.tenant_id=42'],
+    });
+  } else grammar.push(
     l.database
       ? { name: 'read', pattern: 'read:<table> | read:<schema>.<table> | read:*', description: 'Tables the connection may read.', required: true, examples: ['read:public.orders'] }
       : { ...READ_DEMO, examples: l.tables?.[0] ? [`read:${l.tables[0].name}`, 'read:*'] : ['read:*'] },

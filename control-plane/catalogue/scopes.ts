@@ -27,6 +27,8 @@ export interface ParsedScopes {
   /** row periods; empty means no period restriction; several are a union */
   readonly periods: readonly Interval[];
   readonly relay: string | undefined;
+  /** row filters (relay): rows of `table` whose `column` equals `value` */
+  readonly filters: readonly { table: string; column: string; value: string }[];
   /** the scopes as given, de-duplicated, in order */
   readonly normalized: readonly string[];
 }
@@ -88,6 +90,7 @@ export function parseScopes(target: ScopeTarget, scopes: readonly string[]): Par
   let readAll = false;
   const periods: Interval[] = [];
   let relay: string | undefined;
+  const filters: { table: string; column: string; value: string }[] = [];
   const normalized: string[] = [];
 
   for (const raw of scopes) {
@@ -128,6 +131,12 @@ export function parseScopes(target: ScopeTarget, scopes: readonly string[]): Par
         relay = value;
         break;
       }
+      case 'filter': {
+        const m = /^([a-z_][a-z0-9_$]{0,62})\.([a-z_][a-z0-9_$]{0,62})\.([a-z_][a-z0-9_$]{0,62})=(.{0,200})$/.exec(value);
+        if (!m) fail(`${JSON.stringify(raw)} must be filter:<schema>.<table>.<column>=<value>`, raw);
+        else filters.push({ table: `${m[1]}.${m[2]}`, column: m[3] as string, value: m[4] as string });
+        break;
+      }
       default:
         fail(`scope ${JSON.stringify(name)} is not supported yet`, raw);
     }
@@ -137,5 +146,8 @@ export function parseScopes(target: ScopeTarget, scopes: readonly string[]): Par
   for (const rule of target.grammar) {
     if (rule.required && !normalized.some((s) => s.startsWith(`${rule.name}:`))) fail(`a ${rule.name}: scope is required`);
   }
-  return { read: readAll ? 'all' : reads, periods, relay, normalized };
+  for (const f of filters) {
+    if (readAll || !reads.has(f.table)) fail(`filter on ${f.table} needs read:${f.table} in the same connection`);
+  }
+  return { read: readAll ? 'all' : reads, periods, relay, filters, normalized };
 }

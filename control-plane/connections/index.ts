@@ -93,6 +93,11 @@ export async function createConnection(store: Store, catalogue: Catalogue, orgId
   if (!Number.isInteger(ttl) || ttl < TTL_MIN || ttl > TTL_MAX) {
     throw new ApiError('invalid_request', `ttl_seconds must be a whole number from ${TTL_MIN} to ${TTL_MAX} (7 days); default ${TTL_DEFAULT}`, { field: 'ttl_seconds' });
   }
+  if (parsed.relay !== undefined) {
+    const [relay] = await store.query<{ revoked_at: Date | null }>('SELECT revoked_at FROM relays WHERE id = $1 AND org_id = $2', [parsed.relay, orgId]);
+    if (!relay) throw new ApiError('not_found', `relay ${JSON.stringify(parsed.relay)} not found; list yours with GET /v1/relays`, { field: 'scopes' });
+    if (relay.revoked_at) throw new ApiError('invalid_scope', `relay ${parsed.relay} was deleted; enroll a new one`, { field: 'scopes' });
+  }
   const id = newId('conn');
   const created = new Date();
   const createdAt = created.toISOString();

@@ -9,6 +9,8 @@ import { parseScopes } from '../catalogue/index.js';
 import type { Limits } from '../config.js';
 import { assertUsable, getConnection, type ConnectionRow } from '../connections/index.js';
 import { DemoQueryError, type DemoEngine } from '../demo/engine.js';
+import type { TunnelRegistry } from '../tunnel/index.js';
+import { relayPolicy, runOnRelay } from './relay.js';
 import { quoteIdent, quoteLiteral, scopeSettings } from '../demo/load.js';
 import type { ColumnInfo, Row } from '../embedded/index.js';
 import { ApiError, isApiError } from '../errors.js';
@@ -20,6 +22,7 @@ export interface QueryDeps {
   readonly catalogue: Catalogue;
   readonly demo: () => Promise<DemoEngine>;
   readonly limits: Limits;
+  readonly tunnels: TunnelRegistry;
 }
 
 export interface ScopeApplied {
@@ -86,7 +89,7 @@ function scopeApplied(target: Target, scopes: ParsedScopes, policy: SqlPolicy, t
   return {
     target_id: target.id,
     scopes: scopes.normalized,
-    tables_allowed: scopes.read === 'all' ? '*' : [...policy.allowed.keys()].sort(),
+    tables_allowed: scopes.read === 'all' ? '*' : [...new Set([...policy.allowed.values()].map((t) => t.name))].sort(),
     tables_read: tablesRead,
     row_filters: filters,
     periods: scopes.periods,
@@ -136,14 +139,11 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
     assertUsable(conn);
     target = deps.catalogue.target(conn.target_id);
     if (!target) throw new ApiError('internal_error', 'the connection names a target that no longer exists');
-    if (target.id === 'postgres-relay') {
-      throw new ApiError('relay_unavailable', `no live tunnel for this connection's relay: relays arrive in a later version of svc, so ${target.id} cannot be queried yet`, { target_id: target.id });
-    }
-    if (!target.queryable || !target.dataset) {
+    if (target.id !== 'postgres-relay' && (!target.queryable || !target.dataset)) {
       throw new ApiError('not_implemented', `queries on the live target ${target.id} are not available in this version yet; demo targets are queryable now (GET /v1/connections/targets)`, { target_id: target.id });
     }
     scopes = parseScopes(target, conn.scopes);
-    policy = demoPolicy(target, scopes);
+    policy = target.id === 'postgres-relay' ? relayPolicy(scopes) : demoPolicy(target, scopes);
     checked = checkAndRewrite(sqlText, policy);
   } catch (err) {
     return fail(err);
@@ -159,10 +159,28 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
 
   let result;
   try {
+    if (target.id === 'postgres-relay') {
+      result = await runOnRelay(deps.tunnels, scopes.relay as string, checked.sql, {
+        timeoutMs: deps.limits.queryTimeoutMs,
+        maxRows: deps.limits.maxRows,
+        maxBytes: deps.limits.maxResultBytes,
+      });
+    } else result = await runOnDemo();
+  } catch (err) {
+    if ((err instanceof DemoQueryError && err.code === 'DEMO_ERR_TIMEOUT' && err.started) || (isApiError(err) && err.code === 'query_timeout')) {
+      // it held an engine until its deadline: charged the query price, no egress
+      const costNc = await deps.store.tx((sql) => settle(sql, reservation, 0));
+      return fail(err, { tables: checked.tables, ...auditedSql('sql_executed', checked.sql), cost_cents: centsFromNc(costNc), billed_to: reservation.payer });
+    }
+    await deps.store.tx((sql) => refund(sql, reservation));
+    return fail(err, { tables: checked.tables, ...auditedSql('sql_executed', checked.sql) });
+  }
+
+  async function runOnDemo(): Promise<Awaited<ReturnType<DemoEngine['run']>>> {
     const engine = await deps.demo().catch(() => {
       throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo datasets could not be loaded');
     });
-    result = await engine.run({
+    return engine.run({
       sql: checked.sql,
       direct: checked.kind === 'explain',
       settings: scopeSettings([...policy.allowed.values()], scopes.periods),
@@ -171,14 +189,6 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
       maxRows: deps.limits.maxRows,
       maxBytes: deps.limits.maxResultBytes,
     });
-  } catch (err) {
-    if (err instanceof DemoQueryError && err.code === 'DEMO_ERR_TIMEOUT' && err.started) {
-      // it held an engine until its deadline: charged the query price, no egress
-      const costNc = await deps.store.tx((sql) => settle(sql, reservation, 0));
-      return fail(err, { tables: checked.tables, ...auditedSql('sql_executed', checked.sql), cost_cents: centsFromNc(costNc), billed_to: reservation.payer });
-    }
-    await deps.store.tx((sql) => refund(sql, reservation));
-    return fail(err, { tables: checked.tables, ...auditedSql('sql_executed', checked.sql) });
   }
 
   const { event, costNc } = await deps.store.tx(async (sql) => {

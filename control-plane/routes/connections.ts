@@ -82,6 +82,6 @@ export function connectionRoutes(app: App, s: Services): void {
       },
     },
     async (req) =>
-      s.track(() => runQuery({ store: s.store, catalogue: s.catalogue, demo: s.demo, limits: s.config.limits }, principalOf(req).orgId, req.params.connection_id, req.body.sql)),
+      s.track(() => runQuery({ store: s.store, catalogue: s.catalogue, demo: s.demo, limits: s.config.limits, tunnels: s.tunnels }, principalOf(req).orgId, req.params.connection_id, req.body.sql)),
   );
 }

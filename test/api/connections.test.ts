@@ -40,6 +40,9 @@ t.test('create validates target, scopes, tier and ttl', async (t) => {
     ['ttl over 7 days', { target_id: 'demo-healthcare', scopes: ['read:*'], ttl_seconds: 604_801 }, 400, 'invalid_request'],
     ['ttl fractional', { target_id: 'demo-healthcare', scopes: ['read:*'], ttl_seconds: 1.5 }, 400, 'invalid_request'],
     ['relay without relay scope', { target_id: 'postgres-relay', scopes: ['read:public.orders'] }, 400, 'invalid_scope', /relay:/],
+    ['unknown relay', { target_id: 'postgres-relay', scopes: ['relay:rly_nope', 'read:public.orders'] }, 404, 'not_found'],
+    ['filter without its read scope', { target_id: 'postgres-relay', scopes: ['relay:rly_nope', 'read:public.orders', 'filter:public.users.id=1'] }, 400, 'invalid_scope'],
+    ['malformed filter', { target_id: 'postgres-relay', scopes: ['relay:rly_nope', 'read:public.orders', 'filter:orders=1'] }, 400, 'invalid_scope'],
   ];
   for (const [name, body, status, code, message] of cases) {
     const r = await post(body);

@@ -3,6 +3,7 @@
  * rows of the scopes — checked against counts computed on the same demo database directly.
  */
 import t from 'tap';
+import { generateKeyAndCsr } from '../../pki/index.js';
 import { api, groundTruth, openConnection, signupAgent, startServer, type TestServer } from '../helpers/server.js';
 
 let srv: TestServer;
@@ -235,12 +236,21 @@ t.test('EXPLAIN shows the plan without costs or row estimates', async (t) => {
   }
 });
 
-t.test('the relay target answers 503 relay_unavailable until relays exist', async (t) => {
+t.test('relay connections: the relay must be the organization’s own, and without a live tunnel a query answers 503 at once', async (t) => {
   const a = await signupAgent(srv.url);
-  const conn = await openConnection(srv.url, a.key, 'postgres-relay', ['relay:rly_1', 'read:public.orders']);
-  const r = await api<QueryBody>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: 'SELECT 1' } });
+  const b = await signupAgent(srv.url, 'Other Org');
+  const tok = (await api<{ token: string }>(srv.url, 'POST', '/v1/relays/enroll-token', { key: a.key, body: {} })).body.token;
+  const relay = (await api<{ relay_id: string }>(srv.url, 'POST', '/v1/relays/register', { body: { enroll_token: tok, csr_pem: generateKeyAndCsr().csrPem } })).body.relay_id;
+  const foreign = await api<{ error: { code: string } }>(srv.url, 'POST', '/v1/connections', { key: b.key, body: { target_id: 'postgres-relay', scopes: [`relay:${relay}`, 'read:public.orders'] } });
+  t.equal(foreign.status, 404, 'another organization’s relay does not exist for you');
+  const conn = await openConnection(srv.url, a.key, 'postgres-relay', [`relay:${relay}`, 'read:public.orders']);
+  const started = Date.now();
+  const r = await api<QueryBody>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: 'SELECT * FROM orders' } });
   t.equal(r.status, 503);
   t.equal(r.body.error?.code, 'relay_unavailable');
+  t.ok(Date.now() - started < 5000, 'answered within 5 s, never hangs');
+  const denied = await api<QueryBody>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: 'SELECT * FROM public.customers' } });
+  t.equal(denied.status, 403, 'tables outside read: scopes are refused before anything is sent');
 });
 
 t.test('live targets can be opened, and querying one answers a clear 501', async (t) => {

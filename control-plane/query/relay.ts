@@ -1,0 +1,85 @@
+/**
+ * Queries on `postgres-relay` connections: the same checked and rewritten statement, sent over
+ * the relay's live tunnel as one stream; rows are capped while they arrive (the stream is
+ * cancelled at the cap, so the relay stops reading too), and the deadline cancels it at the
+ * customer's database.
+ */
+import { ProtocolError, type QueryStream } from '../../protocol/index.js';
+import { RowCollector, uniqueColumnNames, type ColumnInfo, type ReadQueryResult } from '../embedded/index.js';
+import { ApiError } from '../errors.js';
+import type { ParsedScopes } from '../catalogue/index.js';
+import { quoteIdent, quoteLiteral } from '../demo/load.js';
+import type { TunnelRegistry } from '../tunnel/index.js';
+import type { ScopedTable, SqlPolicy } from './sql/index.js';
+
+/** `filter:<schema>.<table>.<column>=<value>`: rows of that table whose column equals the value. */
+export function relayPolicy(scopes: ParsedScopes): SqlPolicy {
+  if (scopes.read === 'all') throw new ApiError('invalid_scope', 'a relay connection names its tables: read:<schema>.<table> (read:* is not available on relays)');
+  const allowed = new Map<string, ScopedTable>();
+  const byName = new Map<string, number>();
+  const tables = [...scopes.read].map((t) => (t.includes('.') ? t : `public.${t}`));
+  for (const t of tables) byName.set(t.split('.')[1] as string, (byName.get(t.split('.')[1] as string) ?? 0) + 1);
+  for (const qualified of tables) {
+    const [schema, table] = qualified.split('.') as [string, string];
+    const filters = scopes.filters.filter((f) => f.table === qualified).map((f) => `${quoteIdent(f.column)} = ${quoteLiteral(f.value)}`);
+    const entry: ScopedTable = { name: qualified, schema, table, predicate: filters.length ? filters.join(' AND ') : null };
+    allowed.set(qualified, entry);
+    if (byName.get(table) === 1) allowed.set(table, entry); // unqualified when unambiguous
+  }
+  return { allowed, known: tables, schemas: [] };
+}
+
+export async function runOnRelay(
+  tunnels: TunnelRegistry,
+  relayId: string,
+  sql: string,
+  limits: { timeoutMs: number; maxRows: number; maxBytes: number },
+): Promise<ReadQueryResult> {
+  const live = tunnels.get(relayId);
+  if (!live) throw new ApiError('relay_unavailable', `relay ${relayId} has no live tunnel: is svc-relay running and able to reach the control plane?`, { relay_id: relayId });
+  let stream: QueryStream;
+  try {
+    stream = live.session.openStream({ statement: sql, limits: { maxRows: limits.maxRows + 1, maxBytes: limits.maxBytes }, timeoutMs: limits.timeoutMs });
+  } catch {
+    throw new ApiError('relay_unavailable', `relay ${relayId}'s tunnel is closing; retry shortly`, { relay_id: relayId });
+  }
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    stream.cancel('deadline');
+  }, limits.timeoutMs + 1000);
+  let columns: ColumnInfo[] = [];
+  let collector: RowCollector | undefined;
+  try {
+    for await (const ev of stream) {
+      if (ev.type === 'columns') {
+        const names = uniqueColumnNames(ev.columns.map((c) => c.name));
+        columns = ev.columns.map((c, i) => ({ name: names[i] as string, type_oid: c.typeOid ?? 0 }));
+        collector = new RowCollector(columns, limits.maxRows, limits.maxBytes);
+      } else if (ev.type === 'rows') {
+        collector ??= new RowCollector(columns, limits.maxRows, limits.maxBytes);
+        let more = true;
+        for (const row of ev.rows) if (!(more = collector.add(row))) break;
+        if (!more) {
+          stream.cancel('cap reached'); // the relay stops reading the rest
+          break;
+        }
+      }
+    }
+  } catch (err) {
+    if (timedOut || (err instanceof ProtocolError && err.code === 'PROTO_ERR_DEADLINE')) {
+      throw new ApiError('query_timeout', `the statement ran past its ${limits.timeoutMs} ms deadline and was cancelled at the relay's database`);
+    }
+    if (err instanceof ProtocolError && err.remote) {
+      const code = err.code;
+      if (code === '42501' || code === '25006') throw new ApiError('scope_violation', `the relay's database refused the statement: ${err.message}`);
+      if (/^[0-9A-Z]{5}$/.test(code)) throw new ApiError('invalid_sql', `the relay's database rejected the statement: ${err.message}`, { sqlstate: code });
+      throw new ApiError('relay_unavailable', `the relay could not run the statement: ${err.message}`, { relay_id: relayId, reason: code });
+    }
+    throw new ApiError('relay_unavailable', `the tunnel to relay ${relayId} was lost during the statement; retry`, { relay_id: relayId });
+  } finally {
+    clearTimeout(timer);
+  }
+  const c = collector ?? new RowCollector(columns, limits.maxRows, limits.maxBytes);
+  return { columns, rows: c.rows, truncated: c.truncated, bytes: c.bytes };
+}
