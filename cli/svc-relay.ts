@@ -1,7 +1,155 @@
 #!/usr/bin/env node
 /**
- * `svc-relay` — the relay daemon customers run beside their PostgreSQL. It arrives with the relay
- * issues; until then this entry point says so instead of pretending.
+ * `svc-relay` — the relay daemon customers run beside their PostgreSQL.
+ *
+ *   svc-relay enroll --control-plane <url> --token <t> --config-dir <dir> [--name <n>] [--force]
+ *   svc-relay run --config-dir <dir> --database-url <url> [--health-port <port>]
+ *
+ * Exit status: 0 ok, 2 usage, 1 failure (the coded message on stderr).
  */
-process.stderr.write('svc-relay: the relay daemon is not available in this version yet.\n');
-process.exit(2);
+import { realpathSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Command, CommanderError, InvalidArgumentError } from 'commander';
+import { RelayAgent, RelayError, certificateNotAfter, createExecutor, enroll, loadConfig, startHealthServer, wsDialer, RELAY_AGENT_VERSION, type HealthServer } from '../relay-agent/index.js';
+
+export interface CliIo {
+  out: (s: string) => void;
+  err: (s: string) => void;
+  /** registers the stop signal handler (default: SIGTERM and SIGINT) */
+  onStop?: (cb: () => void) => void;
+}
+
+const defaultIo: CliIo = {
+  out: (s) => process.stdout.write(s),
+  err: (s) => process.stderr.write(s),
+  onStop: (cb) => {
+    process.once('SIGTERM', cb);
+    process.once('SIGINT', cb);
+  },
+};
+
+function parsePort(v: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError('must be a port number (0-65535)');
+  return n;
+}
+
+function failure(err: unknown): string {
+  if (err instanceof RelayError) return err.message;
+  const e = err as { code?: unknown; message?: string };
+  return typeof e.code === 'string' ? `${e.code}: ${e.message ?? ''}` : `RELAY_ERR_INTERNAL: ${e.message ?? String(err)}`;
+}
+
+/** runs the CLI; resolves with the exit status */
+export async function main(argv: string[], io: CliIo = defaultIo): Promise<number> {
+  let status = 0;
+  const program = new Command()
+    .name('svc-relay')
+    .description('svc relay: holds an outbound mutual-TLS tunnel to the svc control plane and runs its queries read-only on your PostgreSQL')
+    .version(RELAY_AGENT_VERSION)
+    .exitOverride()
+    .configureOutput({ writeOut: io.out, writeErr: io.err })
+    .showHelpAfterError();
+
+  program
+    .command('enroll')
+    .description('make a key pair here, register it with an enroll token, write the relay configuration')
+    .requiredOption('--control-plane <url>', 'control plane base URL')
+    .requiredOption('--token <token>', 'single-use enroll token (svc relays enroll-token)')
+    .requiredOption('--config-dir <dir>', 'where to write key.pem, cert.pem, ca.pem, relay.json (0600)')
+    .option('--name <name>', 'a name for this relay')
+    .option('--force', 'replace an existing configuration')
+    .action(async (o: { controlPlane: string; token: string; configDir: string; name?: string; force?: boolean }) => {
+      try {
+        const r = await enroll({ controlPlane: o.controlPlane, token: o.token, configDir: o.configDir, ...(o.name !== undefined ? { name: o.name } : {}), force: o.force === true });
+        io.out(`enrolled relay ${r.relay_id}; configuration in ${r.configDir}; certificate expires ${r.expires_at}\nnext: svc-relay run --config-dir ${r.configDir} --database-url postgres://readonly_role@host/db\n`);
+      } catch (err) {
+        io.err(`svc-relay enroll: ${failure(err)}\n`);
+        status = 1;
+      }
+    });
+
+  program
+    .command('run')
+    .description('hold the tunnel and answer queries (SIGTERM drains)')
+    .requiredOption('--config-dir <dir>', 'the directory enroll wrote')
+    .requiredOption('--database-url <url>', 'postgres:// URL of the database, with a read-only role')
+    .option('--health-port <port>', 'serve /healthz and /metrics on 127.0.0.1:<port>', parsePort)
+    .action(async (o: { configDir: string; databaseUrl: string; healthPort?: number }) => {
+      let health: HealthServer | null = null;
+      const exec = (() => {
+        try {
+          return createExecutor({ databaseUrl: o.databaseUrl });
+        } catch (err) {
+          io.err(`svc-relay run: RELAY_ERR_INVALID_ARGUMENT: bad --database-url: ${(err as Error).message}\n`);
+          return null;
+        }
+      })();
+      if (!exec) {
+        status = 2;
+        return;
+      }
+      try {
+        const cfg = loadConfig(o.configDir);
+        const agent = new RelayAgent({
+          dial: wsDialer(cfg),
+          handler: exec.handle,
+          certificateNotAfter: certificateNotAfter(cfg.certPem),
+          log: (line) => io.err(`svc-relay: ${line}\n`),
+        });
+        if (o.healthPort !== undefined) health = await startHealthServer(agent, o.healthPort);
+        (io.onStop ?? (() => {}))(() => {
+          io.err('svc-relay: draining\n');
+          void agent.drain();
+        });
+        io.err(`svc-relay: relay ${cfg.relay_id} dialing ${cfg.tunnel_url}${health ? `; health on 127.0.0.1:${health.port}` : ''}\n`);
+        const exit = await agent.run();
+        if (exit.reason === 'permanent') {
+          io.err(`svc-relay run: RELAY_ERR_PERMANENT_REFUSAL: ${exit.message}\n`);
+          status = 1;
+        }
+      } catch (err) {
+        io.err(`svc-relay run: ${failure(err)}\n`);
+        status = 1;
+      } finally {
+        await health?.close();
+        await exec.close().catch(() => {});
+      }
+    });
+
+  if (argv.length === 0) {
+    io.err(program.helpInformation());
+    return 2;
+  }
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help') return 0;
+      return 2;
+    }
+    io.err(`svc-relay: ${failure(err)}\n`);
+    return 1;
+  }
+  return status;
+}
+
+function isEntryPoint(): boolean {
+  const arg = process.argv[1];
+  if (!arg) return false;
+  try {
+    return realpathSync(arg) === realpathSync(fileURLToPath(import.meta.url));
+  } catch {
+    return false;
+  }
+}
+
+if (isEntryPoint()) {
+  main(process.argv.slice(2)).then(
+    (code) => process.exit(code),
+    (err: unknown) => {
+      process.stderr.write(`svc-relay: ${failure(err)}\n`);
+      process.exit(1);
+    },
+  );
+}

@@ -140,15 +140,18 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     return caPromise;
   };
   const ca = (): Promise<RelayCa> => loadCa().then(relayCa);
+  let listener: TunnelListener | undefined;
   relayRoutes(app, services, ca, {
-    tunnelUrl: config.tunnelPublicUrl,
+    // a derived URL with port 0 (SVC_TUNNEL_PORT=0) means: the port actually bound
+    get tunnelUrl(): string {
+      return listener && /:0$/.test(config.tunnelPublicUrl) ? config.tunnelPublicUrl.replace(/:0$/, `:${listener.port}`) : config.tunnelPublicUrl;
+    },
     certValidityDays: config.relayCertDays,
     overlapMs: config.relayCertOverlapMs,
     tokenTtlSeconds: RELAY_DEFAULTS.tokenTtlSeconds,
   });
   systemRoutes(app, services, () => ({ demo: demoEngine !== undefined }));
 
-  let listener: TunnelListener | undefined;
   const startTunnel = async (): Promise<TunnelListener> => {
     const host = new URL(config.tunnelPublicUrl.replace(/^wss:/, 'https:')).hostname.replace(/^\[|\]$/g, '');
     const isIp = /^[\d.]+$|:/.test(host);

@@ -1,0 +1,31 @@
+/** Coded errors raised by relay-agent/ (`RELAY_ERR_*`). */
+export const RELAY_ERRORS = [
+  'RELAY_ERR_CONFIG_EXISTS',
+  'RELAY_ERR_CONFIG_MISSING',
+  'RELAY_ERR_CONFIG_INVALID',
+  'RELAY_ERR_UNREACHABLE',
+  'RELAY_ERR_REGISTER_REFUSED',
+  'RELAY_ERR_BAD_RESPONSE',
+  'RELAY_ERR_INVALID_ARGUMENT',
+  'RELAY_ERR_QUERY',
+  'RELAY_ERR_READ_ONLY',
+  'RELAY_ERR_MULTI_STATEMENT',
+  'RELAY_ERR_DATABASE_UNAVAILABLE',
+  'RELAY_ERR_ROW_LIMIT',
+  'RELAY_ERR_BYTE_LIMIT',
+  'RELAY_ERR_TIMEOUT',
+  'RELAY_ERR_PERMANENT_REFUSAL',
+  'RELAY_ERR_STATE',
+] as const;
+export type RelayErrorCode = (typeof RELAY_ERRORS)[number];
+
+export class RelayError extends Error {
+  readonly code: RelayErrorCode;
+  readonly detail: Record<string, unknown> | undefined;
+  constructor(code: RelayErrorCode, message: string, opts: { cause?: unknown; detail?: Record<string, unknown> } = {}) {
+    super(`${code}: ${message}`, opts.cause === undefined ? undefined : { cause: opts.cause });
+    this.name = 'RelayError';
+    this.code = code;
+    this.detail = opts.detail;
+  }
+}

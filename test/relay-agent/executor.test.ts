@@ -1,0 +1,201 @@
+import t from 'tap';
+import pg from 'pg';
+import { Session, memoryTransportPair, ProtocolError } from '../../protocol/index.js';
+import { createExecutor, firstKeyword, type ExecutorLimits } from '../../relay-agent/executor.js';
+
+const DB = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+
+async function dbAnswers(): Promise<boolean> {
+  const c = new pg.Client({ connectionString: DB, connectionTimeoutMillis: 2000 });
+  c.on('error', () => {});
+  try {
+    await c.connect();
+    await c.query('SELECT 1');
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await c.end().catch(() => {});
+  }
+}
+
+t.test('firstKeyword skips comments and parentheses', async (t) => {
+  t.equal(firstKeyword('  -- hi\n /* a /* nested */ b */ (SELECT 1)'), 'select');
+  t.equal(firstKeyword('insert into x values (1)'), 'insert');
+  t.equal(firstKeyword(''), '');
+});
+
+t.test('an unreachable database is a retryable RELAY_ERR_DATABASE_UNAVAILABLE', async (t) => {
+  const [a, b] = memoryTransportPair();
+  const server = new Session(a, { role: 'server', pingIntervalMs: 0 });
+  const relay = new Session(b, { role: 'client', pingIntervalMs: 0 });
+  const exec = createExecutor({ databaseUrl: 'postgres://nobody@127.0.0.1:1/none' });
+  relay.onStream(exec.handle);
+  await server.ready;
+  const err = (await server.openStream({ statement: 'SELECT 1' }).collect().catch((e: unknown) => e)) as ProtocolError;
+  t.equal(err.code, 'RELAY_ERR_DATABASE_UNAVAILABLE');
+  t.equal(err.retryable, true);
+  const copy = (await server.openStream({ statement: 'COPY t TO STDOUT' }).collect().catch((e: unknown) => e)) as ProtocolError;
+  t.equal(copy.code, 'RELAY_ERR_QUERY');
+  server.close();
+  relay.close();
+  await exec.close();
+});
+
+const up = await dbAnswers();
+// No PostgreSQL at TEST_DATABASE_URL: the database tests are skipped, not failed.
+t.test('executor against PostgreSQL', { skip: up ? false : `no PostgreSQL at ${DB}` }, async (t) => {
+  const admin = new pg.Client({ connectionString: DB });
+  await admin.connect();
+  t.teardown(() => admin.end());
+  await admin.query('DROP TABLE IF EXISTS relay_exec_t');
+  await admin.query("CREATE TABLE relay_exec_t (id int PRIMARY KEY, name text, at timestamptz, big int8, data bytea, doc jsonb)");
+  await admin.query("INSERT INTO relay_exec_t SELECT g, 'n' || g, '2024-01-01T00:00:00Z'::timestamptz + g * interval '1 day', g * 10000000000, '\\x0102'::bytea, jsonb_build_object('g', g) FROM generate_series(1, 5) g");
+
+  function setup(limits: Partial<ExecutorLimits> = {}, windows: { streamWindow?: number; sessionWindow?: number } = {}) {
+    const [a, b] = memoryTransportPair();
+    const server = new Session(a, { role: 'server', pingIntervalMs: 0, ...windows });
+    const relay = new Session(b, { role: 'client', pingIntervalMs: 0 });
+    const exec = createExecutor({ databaseUrl: DB, poolSize: 4, limits, applicationName: 'svc-relay-test' });
+    relay.onStream(exec.handle);
+    t.teardown(async () => {
+      server.close();
+      relay.close();
+      await exec.close();
+    });
+    return { server, relay, exec };
+  }
+
+  t.test('rows arrive correctly, with params and limits', async (t) => {
+    const { server } = setup();
+    await server.ready;
+    const r = await server.openStream({ statement: 'SELECT id, name, at, data, doc FROM relay_exec_t WHERE id >= $1 ORDER BY id', params: [2] }).collect();
+    t.same(r.columns.map((c) => c.name), ['id', 'name', 'at', 'data', 'doc']);
+    t.equal(r.columns[0]?.typeOid, 23);
+    t.equal(r.rows.length, 4);
+    t.same(r.rows[0]?.slice(0, 2), [2, 'n2']);
+    t.ok(r.rows[0]?.[2] instanceof Date);
+    t.same(r.rows[0]?.[3], Buffer.from([1, 2]));
+    t.same(r.rows[0]?.[4], { g: 2 });
+    t.equal(r.end.rowCount, 4);
+    t.notOk(r.end.truncated);
+    const lim = await server.openStream({ statement: 'SELECT g FROM generate_series(1, 100) g', limits: { maxRows: 7 } }).collect();
+    t.equal(lim.rows.length, 7);
+    t.equal(lim.end.truncated, true);
+    const bytes = await server.openStream({ statement: "SELECT repeat('x', 100) FROM generate_series(1, 100) g", limits: { maxBytes: 1000 } }).collect();
+    t.equal(bytes.rows.length, 10);
+    t.equal(bytes.end.truncated, true);
+    // the relay's own ceiling wins over a larger request
+    const { server: s2 } = setup({ maxRows: 3 });
+    await s2.ready;
+    const own = await s2.openStream({ statement: 'SELECT 1 FROM generate_series(1, 10)', limits: { maxRows: 1000 } }).collect();
+    t.equal(own.rows.length, 3);
+    t.equal(own.end.truncated, true);
+    // a non-cursor statement (SHOW) still works
+    const show = await server.openStream({ statement: 'SHOW transaction_read_only' }).collect();
+    t.same(show.rows, [['on']]);
+  });
+
+  t.test('writes, multi-statements and read-write switches are refused', async (t) => {
+    const { server } = setup();
+    await server.ready;
+    const refuse = async (statement: string, code: string) => {
+      const err = (await server.openStream({ statement }).collect().catch((e: unknown) => e)) as ProtocolError;
+      t.ok(err instanceof ProtocolError, statement);
+      t.equal(err.code, code, statement);
+      t.equal(err.remote, true);
+    };
+    await refuse("INSERT INTO relay_exec_t (id) VALUES (100)", 'RELAY_ERR_READ_ONLY');
+    await refuse("DELETE FROM relay_exec_t", 'RELAY_ERR_READ_ONLY');
+    await refuse("WITH d AS (DELETE FROM relay_exec_t RETURNING *) SELECT * FROM d", 'RELAY_ERR_QUERY');
+    await refuse('SELECT 1; DELETE FROM relay_exec_t', 'RELAY_ERR_MULTI_STATEMENT');
+    await refuse('DELETE FROM relay_exec_t; SELECT 1', 'RELAY_ERR_MULTI_STATEMENT');
+    await refuse('SET TRANSACTION READ WRITE', 'RELAY_ERR_QUERY');
+    await refuse('SELECT * FROM no_such_table', 'RELAY_ERR_QUERY');
+    const n = await admin.query('SELECT count(*)::int AS n FROM relay_exec_t');
+    t.equal(n.rows[0].n, 5, 'nothing was written');
+    // the pool still works after the errors
+    const ok = await server.openStream({ statement: 'SELECT 1 AS one' }).collect();
+    t.same(ok.rows, [[1]]);
+  });
+
+  const sleepersGone = async () => {
+    for (let i = 0; i < 50; i++) {
+      const r = await admin.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'svc-relay-test' AND query LIKE '%pg_sleep(5)%' AND state = 'active'");
+      if (r.rows[0].n === 0) return true;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    return false;
+  };
+
+  t.test('the deadline cancels pg_sleep at the database', async (t) => {
+    const { server } = setup();
+    await server.ready;
+    const started = Date.now();
+    const err = (await server.openStream({ statement: 'SELECT pg_sleep(5)', timeoutMs: 300 }).collect().catch((e: unknown) => e)) as ProtocolError;
+    t.ok(err instanceof ProtocolError);
+    t.match(err.code, /PROTO_ERR_DEADLINE|RELAY_ERR_TIMEOUT/);
+    t.ok(Date.now() - started < 2000, 'within the deadline');
+    t.ok(await sleepersGone(), 'no pg_sleep left in pg_stat_activity');
+    // the relay's own maximum applies when the request asks for more
+    const { server: s2 } = setup({ maxTimeoutMs: 300 });
+    await s2.ready;
+    const t0 = Date.now();
+    const e2 = (await s2.openStream({ statement: 'SELECT pg_sleep(5)', timeoutMs: 60_000 }).collect().catch((e: unknown) => e)) as ProtocolError;
+    t.equal(e2.code, 'RELAY_ERR_TIMEOUT');
+    t.ok(Date.now() - t0 < 2000);
+    t.ok(await sleepersGone());
+  });
+
+  t.test('cancellation from the opener cancels at the database', async (t) => {
+    const { server, exec } = setup();
+    await server.ready;
+    const s = server.openStream({ statement: 'SELECT pg_sleep(5)' });
+    const p = s.collect().catch((e: unknown) => e);
+    for (let i = 0; i < 100 && exec.inflight === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    await new Promise((r) => setTimeout(r, 200));
+    s.cancel('user');
+    const err = (await p) as ProtocolError;
+    t.equal(err.code, 'PROTO_ERR_CANCELLED');
+    t.ok(await sleepersGone(), 'no pg_sleep left in pg_stat_activity');
+    for (let i = 0; i < 100 && exec.inflight > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    t.equal(exec.inflight, 0);
+    const ok = await server.openStream({ statement: 'SELECT 2' }).collect();
+    t.same(ok.rows, [[2]]);
+  });
+
+  t.test('a large result with a slow consumer keeps the relay buffer within the window', async (t) => {
+    const window = 256 * 1024;
+    const { server, relay } = setup({ maxRows: 1_000_000, fetchRows: 1000 }, { streamWindow: window, sessionWindow: window * 4 });
+    await server.ready;
+    let maxQueued = 0;
+    let maxBuffered = 0;
+    const sampler = setInterval(() => {
+      maxQueued = Math.max(maxQueued, relay.stats().queuedBytes);
+      maxBuffered = Math.max(maxBuffered, server.stats().bufferedBytes);
+    }, 1);
+    let rows = 0;
+    let sum = 0;
+    let events = 0;
+    for await (const ev of server.openStream({ statement: "SELECT g, 'row ' || g FROM generate_series(1, 200000) g" })) {
+      if (ev.type === 'rows') {
+        rows += ev.rows.length;
+        for (const r of ev.rows) sum += r[0] as number;
+        maxQueued = Math.max(maxQueued, relay.stats().queuedBytes);
+        maxBuffered = Math.max(maxBuffered, server.stats().bufferedBytes);
+        if (++events % 20 === 0) await new Promise((r) => setTimeout(r, 2));
+        if (events === 10) {
+          // the big stream is stalled at its window: a small query on another stream still answers
+          await new Promise((r) => setTimeout(r, 50));
+          const small = await server.openStream({ statement: 'SELECT 7 AS seven' }).collect();
+          t.same(small.rows, [[7]], 'small query answered while the large one waits');
+        }
+      } else if (ev.type === 'end') t.equal(ev.end.rowCount, 200000);
+    }
+    clearInterval(sampler);
+    t.equal(rows, 200000);
+    t.equal(sum, (200000 * 200001) / 2);
+    t.ok(maxQueued <= window, `relay queued ${maxQueued} <= ${window}`);
+    t.ok(maxBuffered <= window, `receiver buffered ${maxBuffered} <= ${window}`);
+  });
+});
