@@ -2,22 +2,9 @@ import t from 'tap';
 import pg from 'pg';
 import { Session, memoryTransportPair, ProtocolError } from '../../protocol/index.js';
 import { createExecutor, firstKeyword, type ExecutorLimits } from '../../relay-agent/executor.js';
+import { realPostgresAvailable, TEST_DATABASE_URL } from '../helpers/server.js';
 
-const DB = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-
-async function dbAnswers(): Promise<boolean> {
-  const c = new pg.Client({ connectionString: DB, connectionTimeoutMillis: 2000 });
-  c.on('error', () => {});
-  try {
-    await c.connect();
-    await c.query('SELECT 1');
-    return true;
-  } catch {
-    return false;
-  } finally {
-    await c.end().catch(() => {});
-  }
-}
+const DB = TEST_DATABASE_URL;
 
 t.test('firstKeyword skips comments and parentheses', async (t) => {
   t.equal(firstKeyword('  -- hi\n /* a /* nested */ b */ (SELECT 1)'), 'select');
@@ -42,7 +29,7 @@ t.test('an unreachable database is a retryable RELAY_ERR_DATABASE_UNAVAILABLE', 
   await exec.close();
 });
 
-const up = await dbAnswers();
+const up = await realPostgresAvailable();
 // No PostgreSQL at TEST_DATABASE_URL: the database tests are skipped, not failed.
 t.test('executor against PostgreSQL', { skip: up ? false : `no PostgreSQL at ${DB}` }, async (t) => {
   const admin = new pg.Client({ connectionString: DB });
