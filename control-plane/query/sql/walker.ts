@@ -398,12 +398,23 @@ export class Walker {
   // table references
 
   private rangeVar(rv: Obj, scope: Scope | null): Obj | undefined {
+    const resolved = this.resolveTable(rv, scope);
+    if (!resolved) return undefined;
+    const { template, inner } = resolved;
+    if (!template.select) return { RangeVar: { ...inner, alias: aliasOf(rv) } };
+    return subselect({ ...template.select, fromClause: [{ RangeVar: inner }] }, rv);
+  }
+
+  /**
+   * Check a table reference and resolve it: undefined for a CTE reference (or, in verify mode, one
+   * of the trusted direct references the rewrite made); else the scoped table it stands for and
+   * the physical RangeVar to read it through. Refuses anything the policy does not allow.
+   */
+  private resolveTable(rv: Obj, scope: Scope | null): { template: Template; inner: Obj } | undefined {
     this.visitStruct('RangeVar', rv, scope); // field shapes, alias column names
     const relname = rv['relname'];
     if (typeof relname !== 'string') throw unsupported('RangeVar.relname');
-    if (rv['catalogname'] === undefined && rv['schemaname'] === undefined && inScope(scope, relname)) {
-      return undefined; // a CTE reference
-    }
+    if (rv['catalogname'] === undefined && rv['schemaname'] === undefined && inScope(scope, relname)) return undefined;
     if (this.mode === 'verify') {
       if (this.physical(rv)) return undefined;
       throw rewriteFailed();
@@ -411,9 +422,7 @@ export class Walker {
     const { template, name } = this.resolver.resolve(rv);
     this.tables.add(name);
     this.used.set(template.key, template);
-    const inner = physicalRangeVar(template, rv);
-    if (!template.select) return { RangeVar: { ...inner, alias: aliasOf(rv) } };
-    return subselect({ ...template.select, fromClause: [{ RangeVar: inner }] }, rv);
+    return { template, inner: physicalRangeVar(template, rv) };
   }
 
   /** verify mode: a direct reference to one of the used tables that have no row predicate */
@@ -437,20 +446,9 @@ export class Walker {
       if (kind === undefined) throw unsupported(`RangeTableSample.${key}`);
       this.visitField(ts, key, kind, scope, 'RangeTableSample');
     }
-    this.visitStruct('RangeVar', rv, scope);
-    const relname = rv['relname'];
-    if (typeof relname !== 'string') throw unsupported('RangeVar.relname');
-    if (rv['catalogname'] === undefined && rv['schemaname'] === undefined && inScope(scope, relname)) {
-      return undefined; // TABLESAMPLE on a CTE: PostgreSQL rejects it itself
-    }
-    if (this.mode === 'verify') {
-      if (this.physical(rv)) return undefined;
-      throw rewriteFailed();
-    }
-    const { template, name } = this.resolver.resolve(rv);
-    this.tables.add(name);
-    this.used.set(template.key, template);
-    const inner = physicalRangeVar(template, rv);
+    const resolved = this.resolveTable(rv, scope); // on a CTE: PostgreSQL rejects TABLESAMPLE itself
+    if (!resolved) return undefined;
+    const { template, inner } = resolved;
     const sample: Obj = {};
     for (const key of ['method', 'args', 'repeatable', 'location']) if (ts[key] !== undefined) sample[key] = ts[key];
     if (!template.select) {
