@@ -64,3 +64,4 @@ export {
 } from './session.js';
 /** the opener's side of a stream */
 export type { QueryStream as Stream } from './session.js';
+export { webSocketTransport, type WebSocketLike } from './websocket.js';

@@ -14,7 +14,7 @@ import type { AddressInfo } from 'node:net';
 import { isIP } from 'node:net';
 import { X509Certificate } from 'node:crypto';
 import WebSocket from 'ws';
-import { CloseCode, Session, type IncomingQuery, type SessionOptions, type Transport } from '../protocol/index.js';
+import { CloseCode, Session, type IncomingQuery, type SessionOptions, type Transport, webSocketTransport } from '../protocol/index.js';
 import { tlsClientOptions } from '../pki/index.js';
 import type { LoadedConfig } from './enroll.js';
 import { RelayError } from './errors.js';
@@ -275,40 +275,8 @@ export class RelayAgent {
 // ------------------------------------------------------------------ ws transport and dialer
 
 /** the protocol transport over a connected `ws` socket; messages are buffered until the session listens */
-export function wsTransport(ws: WebSocket): Transport {
-  const early: Uint8Array[] = [];
-  let onMsg: ((b: Uint8Array) => void) | null = null;
-  let closed: [number, string] | null = null;
-  let onCl: ((code: number, reason: string) => void) | null = null;
-  ws.on('message', (data, isBinary) => {
-    if (!isBinary) {
-      ws.close(1003, 'binary frames only');
-      return;
-    }
-    const buf = Array.isArray(data) ? Buffer.concat(data) : data instanceof ArrayBuffer ? Buffer.from(data) : data;
-    if (onMsg) onMsg(buf);
-    else early.push(buf);
-  });
-  ws.on('close', (code, reason) => {
-    closed = [code, reason.toString()];
-    onCl?.(code, reason.toString());
-  });
-  ws.on('error', () => {
-    /* 'close' follows */
-  });
-  return {
-    send: (bytes) => ws.send(bytes, { binary: true }),
-    close: (code, reason) => (code === CloseCode.UNRESPONSIVE ? ws.terminate() : ws.close(code, reason)),
-    onMessage: (cb) => {
-      onMsg = cb;
-      for (const b of early.splice(0)) cb(b);
-    },
-    onClose: (cb) => {
-      onCl = cb;
-      if (closed) cb(closed[0], closed[1]);
-    },
-  };
-}
+/** The tunnel's WebSocket as the protocol transport (kept as a name for existing callers). */
+export const wsTransport = (ws: WebSocket): Transport => webSocketTransport(ws);
 
 /** TLS alerts that mean our certificate is refused for good */
 const PERMANENT_TLS = /certificate revoked|certificate expired|CERTIFICATE_REVOKED|CERTIFICATE_EXPIRED|unknown ca|UNKNOWN_CA|bad certificate|BAD_CERTIFICATE/i;

@@ -11,7 +11,7 @@ import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { issueServerCertificate, tlsServerOptions, verifyClientCertificate, type Ca } from '../../pki/index.js';
-import { CloseCode, DEFAULT_MAX_FRAME_SIZE, Session, type Transport } from '../../protocol/index.js';
+import { CloseCode, DEFAULT_MAX_FRAME_SIZE, Session, webSocketTransport, type Transport } from '../../protocol/index.js';
 import { certificateInUse, checkCertificate } from '../relays/index.js';
 import type { Store } from '../store/index.js';
 
@@ -69,25 +69,8 @@ export class TunnelRegistry {
   }
 }
 
-/** A `ws` socket as the protocol's transport: one frame per binary message. */
-export function wsTransport(ws: WebSocket): Transport {
-  return {
-    send: (bytes) => ws.send(bytes, { binary: true }),
-    close: (code, reason) => {
-      if (code === 4000) ws.terminate(); // an unresponsive peer: no closing handshake to wait for
-      else ws.close(code, reason.slice(0, 123));
-    },
-    onMessage: (cb) =>
-      ws.on('message', (data, isBinary) => {
-        if (!isBinary) {
-          ws.close(1003, 'binary frames only');
-          return;
-        }
-        cb(Array.isArray(data) ? Buffer.concat(data) : data instanceof ArrayBuffer ? new Uint8Array(data) : data);
-      }),
-    onClose: (cb) => ws.once('close', (code, reason) => cb(code, reason.toString())),
-  };
-}
+/** The relay's WebSocket as the protocol transport (one frame per binary message). */
+export const wsTransport = (ws: WebSocket): Transport => webSocketTransport(ws);
 
 export interface TunnelOptions {
   readonly host: string;
