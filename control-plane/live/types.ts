@@ -1,0 +1,67 @@
+/**
+ * The contract between the query path (query/engine.ts) and the live connectors (#7): every live
+ * target except `postgres-relay` is one LiveConnector. The query path parses scopes, asks the
+ * connector to check and rewrite the statement (`prepare`), reserves money, resolves and decrypts
+ * the organization's credential for `credentialKind`, calls `run`, then settles and audits exactly
+ * as for a demo query. A connector never sees the agent key, never logs the credential, and never
+ * puts the credential (or any part of it) in an error message.
+ */
+import type { ParsedScopes, Target } from '../catalogue/index.js';
+import type { ReadQueryResult } from '../embedded/index.js';
+
+export interface LiveLimits {
+  /** deadline for the whole statement (fetching pages included), ms */
+  readonly timeoutMs: number;
+  /** most rows returned; one more row is never held (truncated = true) */
+  readonly maxRows: number;
+  /** most bytes (UTF-8 JSON of the rows) returned */
+  readonly maxBytes: number;
+}
+
+/** A statement checked against the connection's scopes, ready to run. */
+export interface PreparedLiveQuery {
+  /** the statement that runs (rewritten); audited as `sql_executed` */
+  readonly sql: string;
+  /** agent-facing names of the tables read, sorted, unique */
+  readonly tables: readonly string[];
+  /** agent-facing table name → the row predicate applied to it (null = all rows), for scope_applied and the audit */
+  readonly rowFilters: Readonly<Record<string, string | null>>;
+  /** tables the scopes allow (agent-facing names), for scope_applied; '*' when the scopes allow every table */
+  readonly tablesAllowed: readonly string[] | '*';
+  /** connector-private data carried from prepare to run (e.g. which API tables to fetch) */
+  readonly plan?: unknown;
+}
+
+/** The decrypted credential: the fields of its kind (e.g. `{url}` or `{api_key}`). Never log it. */
+export type CredentialFields = Readonly<Record<string, string>>;
+
+export interface LiveRunContext {
+  readonly orgId: string;
+  readonly connectionId: string;
+  readonly scopes: ParsedScopes;
+  readonly credential: CredentialFields;
+  readonly limits: LiveLimits;
+  /** aborted at the deadline or when the control plane shuts down: stop fetching, cancel the statement */
+  readonly signal: AbortSignal;
+}
+
+export interface LiveConnector {
+  /** catalogue target id, e.g. `postgres`, `mysql`, `stripe` */
+  readonly targetId: string;
+  /** the credential kind it needs (CONTRACT.md "Catalogue") */
+  readonly credentialKind: string;
+  /**
+   * Parse, check and rewrite the agent's statement for these scopes. Throws SqlPolicyError
+   * (`invalid_sql` / `scope_violation`) or ApiError (`invalid_scope`, …). No I/O.
+   */
+  prepare(sqlText: string, scopes: ParsedScopes, target: Target): PreparedLiveQuery;
+  /**
+   * Run it. Throws ApiError with a contract code: `query_timeout` past the deadline (after
+   * cancelling at the source), `invalid_sql` when the source rejects the statement,
+   * `scope_violation` when the source refuses access, `invalid_request` (details.reason
+   * `credential_rejected`, naming the kind to register again) when the source refuses the stored
+   * credential, `service_unavailable` when the source cannot be reached. Never `unauthorized`: that
+   * code is about the agent key.
+   */
+  run(q: PreparedLiveQuery, ctx: LiveRunContext): Promise<ReadQueryResult>;
+}
