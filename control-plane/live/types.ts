@@ -32,8 +32,36 @@ export interface PreparedLiveQuery {
   readonly plan?: unknown;
 }
 
-/** The decrypted credential: the fields of its kind (e.g. `{url}` or `{api_key}`). Never log it. */
-export type CredentialFields = Readonly<Record<string, string>>;
+/**
+ * The decrypted credential of a kind (CONTRACT.md "Credentials": `secret` is the connection URL
+ * for databases, the API key or token for APIs; `options` are the kind's non-secret settings).
+ * Never log it.
+ */
+export interface CredentialFields {
+  readonly kind: string;
+  readonly secret: string;
+  readonly options: Readonly<Record<string, unknown>>;
+}
+
+/** One credential kind, as `GET /v1/connections/credentials/kinds` describes it and `POST` validates it. */
+export interface CredentialKindDef {
+  readonly kind: string;
+  /** catalogue targets that use it */
+  readonly targets: readonly string[];
+  readonly description: string;
+  /** what `secret` must hold, e.g. "a restricted read-only key rk_test_… or rk_live_…" */
+  readonly secret: { readonly description: string; readonly example: string };
+  /** the non-secret `options` it accepts */
+  readonly options: readonly { readonly name: string; readonly required: boolean; readonly description: string }[];
+  /** how it is validated, in words (shown to agents) */
+  readonly validation: string;
+  /**
+   * Throws ApiError('invalid_request', …, {field}) when the secret or options are wrong. The
+   * message says what is expected and never contains the secret or any part of it. Returns the
+   * normalized options to store.
+   */
+  validate(secret: string, options: Readonly<Record<string, unknown>>): Record<string, unknown>;
+}
 
 export interface LiveRunContext {
   readonly orgId: string;
