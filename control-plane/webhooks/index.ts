@@ -1,0 +1,27 @@
+/** Signed webhooks with a durable outbox (issue #6). */
+export { DEFAULT_SCENARIO, SCENARIOS, scenario, scenarioResource, lifecycleResource, deliveryFailedResource, type FhirResource, type LifecycleEvent, type Scenario } from './events.js';
+export {
+  CHAOS_MODES,
+  CHAOS_OFF,
+  DELIVERY_STATUSES,
+  chaosProfile,
+  checkReceiverUrl,
+  deleteEndpoint,
+  enqueue,
+  enqueueLifecycle,
+  environmentOf,
+  getChaos,
+  getDelivery,
+  listDeliveries,
+  listEndpoints,
+  replayDelivery,
+  setChaos,
+  setEndpoint,
+  type ChaosMode,
+  type ChaosProfile,
+  type Enqueued,
+  type EnqueueEvent,
+  type Environment,
+} from './outbox.js';
+export { generateSecret, SECRET_PATTERN, serviceSignature, signedHeaders, standardSignature, standardWebhooksSecret } from './signing.js';
+export { DeliveryWorker, jittered, parseRetryAfter, type WorkerOptions } from './worker.js';
