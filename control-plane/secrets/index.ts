@@ -3,7 +3,8 @@
  * generated once into `<data dir>/master.key` (mode 0600). Secrets are sealed with AES-256-GCM
  * as `v1.<key id>.<iv>.<tag>.<ciphertext>` (base64url parts); the key id (first 8 hex characters
  * of SHA-256 of the key) is kept with every ciphertext so the master key can be rotated: open()
- * accepts any key it is given.
+ * accepts any key it is given, and loadMasterKeyRing gives it the current key plus the previous
+ * ones (SVC_MASTER_KEY_PREVIOUS).
  */
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
@@ -47,6 +48,36 @@ export async function loadMasterKey(configured: string | undefined, dataDir: str
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err; // another process made it first
   }
   return masterKeyFrom(await fs.readFile(file, 'utf8'));
+}
+
+/** The master keys in use: `current` seals new secrets; `all` (current first) open stored ones. */
+export interface MasterKeyRing {
+  readonly current: MasterKey;
+  readonly all: readonly MasterKey[];
+}
+
+/**
+ * Rotation: the current key (as loadMasterKey finds it) plus the previous keys that must still
+ * open what they sealed: SVC_MASTER_KEY_PREVIOUS (comma list) and, when SVC_MASTER_KEY is set,
+ * the key generated earlier into `<dataDir>/master.key` if there is one (so moving from the
+ * generated key to a configured one keeps every stored secret readable). Never creates a file
+ * when SVC_MASTER_KEY is set.
+ */
+export async function loadMasterKeyRing(configured: string | undefined, previous: readonly string[], dataDir: string): Promise<MasterKeyRing> {
+  const current = await loadMasterKey(configured, dataDir);
+  const all: MasterKey[] = [current];
+  const add = (k: MasterKey): void => {
+    if (!all.some((x) => x.id === k.id)) all.push(k);
+  };
+  for (const text of previous) add(masterKeyFrom(text));
+  if (configured) {
+    try {
+      add(masterKeyFrom(await fs.readFile(path.join(dataDir, 'master.key'), 'utf8')));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT' && !(err instanceof SecretsError)) throw err;
+    }
+  }
+  return { current, all };
 }
 
 export function seal(key: MasterKey, plaintext: string | Buffer): string {

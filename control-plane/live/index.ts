@@ -1,0 +1,42 @@
+/**
+ * The live connectors by catalogue target id, and the credential kinds they need. `postgres-relay`
+ * is not here: it needs no credential and runs over the relay tunnel (query/relay.ts).
+ */
+import type { Config } from '../config.js';
+import { reservedFromUrl } from '../credentials/database.js';
+import { MysqlConnector, mysqlCredentialKind } from './mysql/index.js';
+import { PostgresConnector, postgresCredentialKind } from './postgres.js';
+import { restConnectors, restCredentialKinds } from './rest/index.js';
+import type { CredentialKindDef, LiveConnector } from './types.js';
+
+export type { CredentialFields, CredentialKindDef, LiveConnector, LiveLimits, LiveRunContext, PreparedLiveQuery } from './types.js';
+export { PostgresConnector, postgresCredentialKind } from './postgres.js';
+export { MysqlConnector, mysqlCredentialKind, checkMysql, mysqlPolicy } from './mysql/index.js';
+
+export class LiveRegistry {
+  private readonly byTarget: ReadonlyMap<string, LiveConnector>;
+  readonly kinds: readonly CredentialKindDef[];
+
+  constructor(connectors: readonly LiveConnector[], kinds: readonly CredentialKindDef[]) {
+    this.byTarget = new Map(connectors.map((c) => [c.targetId, c]));
+    this.kinds = kinds;
+  }
+
+  connector(targetId: string): LiveConnector | undefined {
+    return this.byTarget.get(targetId);
+  }
+
+  get targetIds(): readonly string[] {
+    return [...this.byTarget.keys()];
+  }
+}
+
+export function liveRegistry(config: Config): LiveRegistry {
+  const network = {
+    allowPrivate: config.liveAllowPrivate,
+    // the control plane's own databases are never a customer database
+    reserved: [...reservedFromUrl(config.databaseUrl), ...reservedFromUrl(config.demoDatabaseUrl)],
+  };
+  const connectors: LiveConnector[] = [new PostgresConnector(network), new MysqlConnector(network), ...restConnectors(config.restApis)];
+  return new LiveRegistry(connectors, [postgresCredentialKind, mysqlCredentialKind, ...restCredentialKinds]);
+}

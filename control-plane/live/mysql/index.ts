@@ -1,0 +1,232 @@
+/**
+ * The `mysql` live target: MySQL or MariaDB reached with the organization's own connection URL.
+ * The statement is checked and rewritten by policy.ts, then runs on a fresh connection (no
+ * multi-statements, no LOCAL INFILE, a pinned sql_mode so string literals are lexed the way the
+ * checker lexed them) inside `START TRANSACTION READ ONLY`, under a server-side time limit
+ * (MariaDB max_statement_time / MySQL max_execution_time); rows are read as they arrive, the
+ * socket is paused at the row or byte cap, and at the cap or the deadline the statement is
+ * stopped at the server with `KILL QUERY` from a second connection. Always rolled back.
+ */
+import mysql from 'mysql2';
+import type { ParsedScopes, Target } from '../../catalogue/index.js';
+import { credentialRejected, databaseCredentialKind, databaseEndpoint, parseDatabaseUrl, scrub, type DatabaseOptions, type DatabaseUrl } from '../../credentials/database.js';
+import { RowCollector, uniqueColumnNames, type ColumnInfo, type ReadQueryResult } from '../../embedded/index.js';
+import { ApiError } from '../../errors.js';
+import { preparedFrom, type DatabaseNetwork } from '../postgres.js';
+import type { CredentialKindDef, LiveConnector, LiveRunContext, PreparedLiveQuery } from '../types.js';
+import { checkMysql, mysqlPolicy } from './policy.js';
+
+export { checkMysql, mysqlPolicy, MYSQL_ALLOWED_FUNCTIONS } from './policy.js';
+
+const EXAMPLE = 'mysql://reader:password@db.example.com:3306/shop?sslmode=verify-full';
+
+/** the session's sql_mode: backslash escapes on and double quotes as strings, as the checker parses */
+export const MYSQL_SQL_MODE = 'STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION';
+
+export function parseMysqlUrl(secret: string): DatabaseUrl {
+  return parseDatabaseUrl(secret, ['mysql:', 'mariadb:'], 3306, EXAMPLE);
+}
+
+export const mysqlCredentialKind: CredentialKindDef = databaseCredentialKind({
+  kind: 'mysql',
+  product: 'MySQL or MariaDB',
+  schemes: ['mysql:', 'mariadb:'],
+  example: EXAMPLE,
+  prefer: 'connects without TLS, as the driver cannot fall back',
+  parse: parseMysqlUrl,
+});
+
+// MySQL column types → the PostgreSQL type ids the shared row code understands
+const MYSQL_DECIMAL = new Set([0, 246]);
+const MYSQL_LONGLONG = 8;
+const typeOid = (columnType: number | undefined): number => (columnType === undefined ? 0 : MYSQL_DECIMAL.has(columnType) ? 1700 : columnType === MYSQL_LONGLONG ? 20 : 0);
+
+function tlsFor(o: DatabaseOptions): mysql.SslOptions | undefined {
+  switch (o.sslmode) {
+    case 'disable':
+    case 'prefer':
+      return undefined;
+    case 'require':
+      return { rejectUnauthorized: false };
+    case 'verify-ca':
+      return { rejectUnauthorized: true, verifyIdentity: false, ...(o.ca ? { ca: o.ca } : {}) };
+    case 'verify-full':
+      return { rejectUnauthorized: true, verifyIdentity: true, ...(o.ca ? { ca: o.ca } : {}) };
+  }
+}
+
+interface MysqlErrorLike {
+  code?: string;
+  errno?: number;
+  sqlState?: string;
+  sqlMessage?: string;
+  message?: string;
+  fatal?: boolean;
+}
+
+const REJECTED = new Set([1044, 1045, 1049, 1698, 1130, 1251]);
+const DENIED = new Set([1142, 1143, 1227, 1792, 1370]);
+const INTERRUPTED = new Set([1317, 1969, 3024, 1028]);
+
+type Conn = mysql.Connection;
+
+const run1 = (c: Conn, sql: string): Promise<unknown> =>
+  new Promise((resolve, reject) => {
+    c.query(sql, (err, rows) => (err ? reject(err) : resolve(rows)));
+  });
+
+export class MysqlConnector implements LiveConnector {
+  readonly targetId = 'mysql';
+  readonly credentialKind = 'mysql';
+
+  constructor(private readonly network: DatabaseNetwork) {}
+
+  prepare(sqlText: string, scopes: ParsedScopes, _target: Target): PreparedLiveQuery {
+    const policy = mysqlPolicy(scopes);
+    return preparedFrom(checkMysql(sqlText, policy), policy.allowed);
+  }
+
+  async run(q: PreparedLiveQuery, ctx: LiveRunContext): Promise<ReadQueryResult> {
+    const secret = ctx.credential.secret;
+    const { url, options: opts, address } = await databaseEndpoint('mysql', ctx.credential, parseMysqlUrl, this.network);
+    const deadline = Date.now() + ctx.limits.timeoutMs;
+    const ssl = tlsFor(opts);
+    const settings = (): mysql.ConnectionOptions => ({
+      // verify-full checks the certificate against the host name, so it connects by name (a
+      // different answer from DNS cannot present that name's certificate); else the checked address
+      host: opts.sslmode === 'verify-full' ? url.host : address,
+      port: url.port,
+      user: url.user,
+      password: url.password,
+      database: url.database,
+      ...(ssl ? { ssl } : {}),
+      connectTimeout: Math.max(100, Math.min(5000, deadline - Date.now())),
+      multipleStatements: false,
+      flags: ['-LOCAL_FILES', '-MULTI_STATEMENTS'],
+      supportBigNumbers: true,
+      bigNumberStrings: true,
+      dateStrings: true,
+      charset: 'utf8mb4_general_ci',
+    });
+
+    const conn = await connect(settings(), secret, url);
+    const threadId = conn.threadId;
+    let timedOut = false;
+    let killing: Promise<void> | undefined;
+    const kill = (): void => {
+      if (killing || threadId === null) return;
+      killing = (async () => {
+        const k = mysql.createConnection({ ...settings(), connectTimeout: 3000 });
+        k.on('error', () => undefined);
+        try {
+          await run1(k, `KILL QUERY ${Number(threadId)}`);
+        } catch {
+          // best effort: the server-side time limit stops it anyway
+        } finally {
+          k.destroy();
+        }
+      })();
+    };
+    const timer = setTimeout(() => {
+      timedOut = true;
+      kill();
+    }, Math.max(0, deadline - Date.now()));
+    const onAbort = (): void => kill();
+    ctx.signal.addEventListener('abort', onAbort, { once: true });
+    let broken = false;
+    try {
+      await run1(conn, `SET SESSION sql_mode = '${MYSQL_SQL_MODE}'`);
+      const version = String(((await run1(conn, 'SELECT VERSION() AS v')) as { v?: string }[])[0]?.v ?? '');
+      const seconds = Math.max(0.001, (deadline - Date.now()) / 1000);
+      if (/mariadb/i.test(version)) await run1(conn, `SET SESSION max_statement_time = ${seconds.toFixed(3)}`);
+      else await run1(conn, `SET SESSION max_execution_time = ${Math.max(1, Math.ceil(seconds * 1000))}`);
+      await run1(conn, 'START TRANSACTION READ ONLY');
+      const result = await stream(conn, q.sql, ctx.limits.maxRows, ctx.limits.maxBytes, () => {
+        broken = true;
+        kill();
+      });
+      if (timedOut) throw Object.assign(new Error('interrupted'), { errno: 1317 });
+      return result;
+    } catch (err) {
+      const e = err as MysqlErrorLike;
+      if (timedOut || ctx.signal.aborted || (e.errno !== undefined && INTERRUPTED.has(e.errno))) {
+        broken = true;
+        throw new ApiError('query_timeout', `the statement ran past its ${ctx.limits.timeoutMs} ms deadline and was stopped at the database (KILL QUERY)`);
+      }
+      const message = scrub(e.sqlMessage ?? e.message ?? 'database error', secret, url);
+      if (e.errno !== undefined && DENIED.has(e.errno)) throw new ApiError('scope_violation', `the database refused the statement: ${message}`, { errno: e.errno });
+      if (e.errno !== undefined && e.sqlState && !e.fatal) throw new ApiError('invalid_sql', `the database rejected the statement: ${message}`, { errno: e.errno, sqlstate: e.sqlState });
+      broken = true;
+      throw new ApiError('service_unavailable', 'the connection to the mysql database was lost during the statement; retry', { connector_kind: 'mysql' });
+    } finally {
+      clearTimeout(timer);
+      ctx.signal.removeEventListener('abort', onAbort);
+      if (killing) await killing;
+      if (broken) conn.destroy();
+      else {
+        await run1(conn, 'ROLLBACK').catch(() => undefined);
+        await new Promise<void>((resolve) => conn.end(() => resolve()));
+      }
+    }
+  }
+}
+
+async function connect(o: mysql.ConnectionOptions, secret: string, url: DatabaseUrl): Promise<Conn> {
+  const c = mysql.createConnection(o);
+  c.on('error', () => undefined); // a dropped connection surfaces as the failed query
+  try {
+    await new Promise<void>((resolve, reject) => c.connect((err) => (err ? reject(err) : resolve())));
+    return c;
+  } catch (err) {
+    c.destroy();
+    const e = err as MysqlErrorLike;
+    if (e.errno !== undefined && REJECTED.has(e.errno)) return Promise.reject(credentialRejected('mysql', scrub(e.sqlMessage ?? e.message ?? '', secret, url)));
+    if (/SSL|TLS|certificate|self.signed/i.test(e.message ?? '')) {
+      return Promise.reject(
+        new ApiError('invalid_request', `TLS to the mysql server failed: ${scrub(e.message ?? '', secret, url)}; check sslmode / ca of the registered credential`, {
+          reason: 'credential_rejected',
+          connector_kind: 'mysql',
+        }),
+      );
+    }
+    return Promise.reject(new ApiError('service_unavailable', 'the mysql server of the registered credential cannot be reached; retry, or check its host and port', { connector_kind: 'mysql', reason: 'unreachable' }));
+  }
+}
+
+/** Read the result as it arrives, under the caps; at a cap the socket is paused and `stop` called. */
+function stream(conn: Conn, sql: string, maxRows: number, maxBytes: number, stop: () => void): Promise<ReadQueryResult> {
+  return new Promise((resolve, reject) => {
+    let columns: ColumnInfo[] = [];
+    let collector: RowCollector | undefined;
+    let done = false;
+    const finish = (): void => {
+      if (done) return;
+      done = true;
+      const c = collector ?? new RowCollector(columns, maxRows, maxBytes);
+      resolve({ columns, rows: c.rows, truncated: c.truncated, bytes: c.bytes });
+    };
+    const query = conn.query({ sql, rowsAsArray: true });
+    query.on('fields', (fields: { name: string; columnType?: number }[]) => {
+      if (collector) return;
+      const names = uniqueColumnNames(fields.map((f) => f.name));
+      columns = fields.map((f, i) => ({ name: names[i] as string, type_oid: typeOid(f.columnType) }));
+      collector = new RowCollector(columns, maxRows, maxBytes);
+    });
+    query.on('result', (row: unknown) => {
+      if (done) return;
+      collector ??= new RowCollector(columns, maxRows, maxBytes);
+      if (!collector.add(row as unknown[])) {
+        conn.pause(); // read nothing more; the statement is stopped at the server
+        stop();
+        finish();
+      }
+    });
+    query.on('error', (err: Error) => {
+      if (!done) {
+        done = true;
+        reject(err);
+      }
+    });
+    query.on('end', finish);
+  });
+}

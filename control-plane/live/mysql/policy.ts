@@ -1,0 +1,381 @@
+/**
+ * The MySQL/MariaDB statement checker: the agent's SQL is parsed with a MySQL-dialect parser
+ * (node-sql-parser, MariaDB grammar), exactly one SELECT is accepted, and its tree is walked with
+ * allow-lists (node types, operators, functions, SELECT options); every table reference is
+ * resolved with CTE scoping against the connection's `read:` scopes and replaced by an in-scope
+ * derived table: `(SELECT * FROM `schema`.`table` WHERE <filters> LIMIT 18446744073709551615)`
+ * — the LIMIT keeps MySQL from merging the derived table into the agent's query, so none of the
+ * agent's expressions is evaluated on an out-of-scope row. What runs is the regenerated text
+ * (comments, executable comments and hints in the agent's text are gone), and that text is parsed
+ * and checked again ("verify"), its table list checked against a white list of the physical
+ * tables in scope. Refused: INTO (OUTFILE, DUMPFILE, variables), locking reads, user and system
+ * variables, assignments, placeholders, functions outside the allow-list (SLEEP, BENCHMARK,
+ * LOAD_FILE, GET_LOCK, DATABASE(), USER(), …), system schemas, other schemas.
+ *
+ * Pure: no I/O. Throws SqlPolicyError (`invalid_sql` / `scope_violation`).
+ */
+import nodeSqlParser from 'node-sql-parser';
+import type { ParsedScopes } from '../../catalogue/index.js';
+import { ApiError } from '../../errors.js';
+import { SqlPolicyError, type SqlPolicyErrorDetail } from '../../query/sql/index.js';
+
+const { Parser } = nodeSqlParser;
+const parser = new Parser();
+const OPT = { database: 'MariaDB' } as const;
+
+type Obj = Record<string, unknown>;
+
+export interface MysqlScopedTable {
+  /** agent-facing name as scoped: `table` or `schema.table` */
+  readonly name: string;
+  /** null = the credential's database (unqualified reference) */
+  readonly schema: string | null;
+  readonly table: string;
+  readonly predicate: string | null;
+}
+
+export interface MysqlPolicy {
+  readonly allowed: ReadonlyMap<string, MysqlScopedTable>;
+}
+
+export interface MysqlChecked {
+  readonly sql: string;
+  readonly tables: readonly string[];
+}
+
+export const MYSQL_SYSTEM_SCHEMAS = new Set(['information_schema', 'mysql', 'performance_schema', 'sys']);
+
+/** Backtick-quote an identifier. */
+export function quoteMysqlIdent(name: string): string {
+  return '`' + name.replace(/`/g, '``') + '`';
+}
+
+/** A literal for a filter value: only characters that need no escaping in any sql_mode. */
+function mysqlLiteral(value: string): string {
+  if (/^-?\d{1,18}$/.test(value)) return value;
+  if (/['\\\u0000-\u001f]/.test(value)) {
+    return `X'${Buffer.from(value, 'utf8').toString('hex')}'`; // a hex literal needs no escaping at all
+  }
+  return `'${value}'`;
+}
+
+/** `read:<table>` / `read:<schema>.<table>` and `filter:<schema>.<table>.<column>=<value>` scopes as a policy. */
+export function mysqlPolicy(scopes: ParsedScopes): MysqlPolicy {
+  if (scopes.read === 'all') throw new ApiError('invalid_scope', 'a mysql connection names its tables: read:<table> or read:<schema>.<table> (read:* is not available on databases)');
+  const allowed = new Map<string, MysqlScopedTable>();
+  const byName = new Map<string, number>();
+  for (const t of scopes.read) {
+    const table = t.includes('.') ? (t.split('.')[1] as string) : t;
+    byName.set(table, (byName.get(table) ?? 0) + 1);
+  }
+  for (const scoped of scopes.read) {
+    const [schema, table] = scoped.includes('.') ? (scoped.split('.') as [string, string]) : [null, scoped];
+    if (schema !== null && MYSQL_SYSTEM_SCHEMAS.has(schema)) throw new ApiError('invalid_scope', `${schema} is a system schema and cannot be read`, { scope: `read:${scoped}` });
+    const filters = scopes.filters.filter((f) => f.table === scoped).map((f) => `${quoteMysqlIdent(f.column)} = ${mysqlLiteral(f.value)}`);
+    const entry: MysqlScopedTable = { name: scoped, schema, table, predicate: filters.length ? filters.join(' AND ') : null };
+    allowed.set(scoped, entry);
+    if (schema !== null && byName.get(table) === 1 && !allowed.has(table)) allowed.set(table, entry);
+  }
+  return { allowed };
+}
+
+// ---------------------------------------------------------------------------------------------
+// allow-lists
+
+const SELECT_KEYS = new Set(['with', 'type', 'options', 'distinct', 'columns', 'into', 'from', 'where', 'groupby', 'having', 'orderby', 'collate', 'limit', 'locking_read', 'window', '_next', 'set_op', 'parentheses_symbol', '_parentheses']);
+const SELECT_OPTIONS = new Set(['SQL_NO_CACHE', 'SQL_SMALL_RESULT', 'SQL_BIG_RESULT', 'SQL_BUFFER_RESULT', 'STRAIGHT_JOIN', 'ALL', 'DISTINCT', 'DISTINCTROW']);
+const SET_OPS = new Set(['union', 'union all', 'union distinct', 'intersect', 'except', 'intersect all', 'except all', 'minus']);
+
+const EXPR_TYPES = new Set([
+  'column_ref', 'number', 'single_quote_string', 'double_quote_string', 'natural_string', 'hex_string', 'full_hex_string', 'bit_string', 'bool', 'null',
+  'star', 'binary_expr', 'unary_expr', 'function', 'aggr_func', 'case', 'when', 'else', 'cast', 'interval', 'expr_list', 'extract', 'datatype', 'collate',
+  'window', 'default', 'ASC', 'DESC', 'window_frame', 'date', 'datetime', 'time', 'timestamp', 'bigint', 'backticks_quote_string',
+]);
+const REFUSED_TYPES: Readonly<Record<string, string>> = {
+  var: 'user and system variables (@x, @@x)',
+  assign: 'assignments (:=)',
+  param: 'placeholders',
+  into: 'INTO',
+};
+
+const OPERATORS = new Set([
+  '=', '<>', '!=', '<', '<=', '>', '>=', '<=>', 'AND', 'OR', 'XOR', '&&', '||', 'NOT', '!', '+', '-', '*', '/', '%', 'DIV', 'MOD', '&', '|', '^', '<<', '>>', '~',
+  'IS', 'IS NOT', 'IN', 'NOT IN', 'LIKE', 'NOT LIKE', 'REGEXP', 'NOT REGEXP', 'RLIKE', 'NOT RLIKE', 'BETWEEN', 'NOT BETWEEN', 'EXISTS', 'NOT EXISTS', 'ESCAPE', 'SOUNDS LIKE',
+]);
+
+export const MYSQL_ALLOWED_FUNCTIONS: ReadonlySet<string> = new Set([
+  // aggregates and windows
+  'COUNT', 'SUM', 'AVG', 'MIN', 'MAX', 'GROUP_CONCAT', 'STD', 'STDDEV', 'STDDEV_POP', 'STDDEV_SAMP', 'VARIANCE', 'VAR_POP', 'VAR_SAMP', 'BIT_AND', 'BIT_OR', 'BIT_XOR',
+  'JSON_ARRAYAGG', 'JSON_OBJECTAGG', 'ROW_NUMBER', 'RANK', 'DENSE_RANK', 'NTILE', 'LAG', 'LEAD', 'FIRST_VALUE', 'LAST_VALUE', 'NTH_VALUE', 'PERCENT_RANK', 'CUME_DIST',
+  // control flow
+  'IF', 'IFNULL', 'NULLIF', 'COALESCE', 'ISNULL', 'GREATEST', 'LEAST', 'EXISTS', 'NOT EXISTS',
+  // strings
+  'CONCAT', 'CONCAT_WS', 'LOWER', 'UPPER', 'LCASE', 'UCASE', 'LENGTH', 'CHAR_LENGTH', 'CHARACTER_LENGTH', 'OCTET_LENGTH', 'BIT_LENGTH', 'SUBSTRING', 'SUBSTR', 'MID',
+  'SUBSTRING_INDEX', 'LEFT', 'RIGHT', 'TRIM', 'LTRIM', 'RTRIM', 'REPLACE', 'REVERSE', 'LPAD', 'RPAD', 'LOCATE', 'INSTR', 'POSITION', 'FORMAT', 'HEX', 'UNHEX', 'STRCMP',
+  'FIELD', 'FIND_IN_SET', 'ELT', 'ASCII', 'ORD', 'CHAR', 'SOUNDEX', 'QUOTE', 'INSERT', 'REGEXP_REPLACE', 'REGEXP_SUBSTR', 'REGEXP_INSTR', 'MD5', 'SHA1', 'SHA2', 'CRC32',
+  'TO_BASE64', 'FROM_BASE64', 'CONVERT',
+  // numbers
+  'ABS', 'CEIL', 'CEILING', 'FLOOR', 'ROUND', 'TRUNCATE', 'MOD', 'POW', 'POWER', 'SQRT', 'EXP', 'LN', 'LOG', 'LOG10', 'LOG2', 'SIGN', 'PI', 'DEGREES', 'RADIANS',
+  'SIN', 'COS', 'TAN', 'ASIN', 'ACOS', 'ATAN', 'ATAN2', 'COT', 'CONV', 'BIN', 'OCT',
+  // dates
+  'NOW', 'CURDATE', 'CURRENT_DATE', 'CURTIME', 'CURRENT_TIME', 'CURRENT_TIMESTAMP', 'UTC_DATE', 'UTC_TIME', 'UTC_TIMESTAMP', 'LOCALTIME', 'LOCALTIMESTAMP', 'SYSDATE',
+  'DATE', 'TIME', 'YEAR', 'MONTH', 'DAY', 'DAYOFMONTH', 'DAYOFWEEK', 'DAYOFYEAR', 'WEEK', 'WEEKDAY', 'WEEKOFYEAR', 'YEARWEEK', 'QUARTER', 'HOUR', 'MINUTE', 'SECOND',
+  'MICROSECOND', 'MONTHNAME', 'DAYNAME', 'DATE_FORMAT', 'TIME_FORMAT', 'DATE_ADD', 'DATE_SUB', 'ADDDATE', 'SUBDATE', 'ADDTIME', 'SUBTIME', 'DATEDIFF', 'TIMEDIFF',
+  'TIMESTAMPDIFF', 'TIMESTAMPADD', 'STR_TO_DATE', 'UNIX_TIMESTAMP', 'FROM_UNIXTIME', 'LAST_DAY', 'MAKEDATE', 'MAKETIME', 'TO_DAYS', 'FROM_DAYS', 'PERIOD_ADD',
+  'PERIOD_DIFF', 'SEC_TO_TIME', 'TIME_TO_SEC', 'TIMESTAMP', 'EXTRACT',
+  // JSON
+  'JSON_EXTRACT', 'JSON_UNQUOTE', 'JSON_LENGTH', 'JSON_CONTAINS', 'JSON_CONTAINS_PATH', 'JSON_KEYS', 'JSON_OBJECT', 'JSON_ARRAY', 'JSON_VALUE', 'JSON_TYPE', 'JSON_VALID',
+  'JSON_QUOTE', 'JSON_SEARCH', 'JSON_DEPTH',
+]);
+
+// ---------------------------------------------------------------------------------------------
+
+const violation = (message: string, detail: Partial<SqlPolicyErrorDetail> = {}): SqlPolicyError =>
+  new SqlPolicyError('scope_violation', message, { reason: 'construct_not_allowed', ...detail });
+const rewriteFailed = (): SqlPolicyError => new SqlPolicyError('scope_violation', 'the statement could not be checked safely; simplify it', { reason: 'rewrite_failed' });
+
+interface Template {
+  readonly entry: MysqlScopedTable;
+  readonly ast: Obj;
+  readonly physical: string;
+}
+
+function templateFor(entry: MysqlScopedTable): Template {
+  const from = `${entry.schema !== null ? `${quoteMysqlIdent(entry.schema)}.` : ''}${quoteMysqlIdent(entry.table)}`;
+  const text = `SELECT * FROM ${from}${entry.predicate !== null ? ` WHERE ${entry.predicate}` : ''} LIMIT 18446744073709551615`;
+  const ast = parser.astify(text, OPT) as unknown as Obj;
+  return { entry, ast, physical: `select::${entry.schema ?? 'null'}::${entry.table}` };
+}
+
+const unquote = (name: string): string => name.replace(/``/g, '`');
+
+class MysqlWalker {
+  readonly tables = new Set<string>();
+  readonly physical = new Set<string>();
+  readonly cteNames = new Set<string>();
+  constructor(
+    private readonly policy: MysqlPolicy,
+    private readonly mode: 'check' | 'verify',
+  ) {}
+
+  private readable(): string {
+    const names = [...this.policy.allowed.keys()].sort();
+    return names.length ? `readable tables: ${names.join(', ')}` : 'this connection cannot read any table';
+  }
+
+  select(node: unknown, ctes: readonly ReadonlySet<string>[]): void {
+    if (typeof node !== 'object' || node === null || Array.isArray(node)) throw rewriteFailed();
+    const s = node as Obj;
+    if (s['type'] !== 'select') throw violation(`${String(s['type'] ?? 'this statement').toUpperCase()} is not allowed: only a single SELECT can run`, { reason: 'not_a_read' });
+    for (const [k, v] of Object.entries(s)) {
+      if (!SELECT_KEYS.has(k) && v !== null && v !== undefined) throw violation(`the SELECT clause ${k} is not supported`);
+    }
+    const options = s['options'];
+    if (options !== null && options !== undefined) {
+      for (const o of Array.isArray(options) ? options : [options]) {
+        if (typeof o !== 'string' || !SELECT_OPTIONS.has(o.toUpperCase())) throw violation(`SELECT option ${String(typeof o === 'string' ? o : '?')} is not allowed`);
+      }
+    }
+    const into = s['into'] as Obj | null | undefined;
+    if (into && Object.entries(into).some(([k, v]) => k !== 'position' && v !== null && v !== undefined)) {
+      throw violation('SELECT … INTO (OUTFILE, DUMPFILE or variables) is not allowed: results come back in the response', { construct: 'INTO' });
+    }
+    if (into && into['position'] !== null && into['position'] !== undefined) throw violation('SELECT … INTO is not allowed', { construct: 'INTO' });
+    if (s['locking_read'] !== null && s['locking_read'] !== undefined) throw violation('locking reads (FOR UPDATE, LOCK IN SHARE MODE) are not allowed', { construct: 'FOR UPDATE' });
+    const setOp = s['set_op'];
+    if (setOp !== null && setOp !== undefined && (typeof setOp !== 'string' || !SET_OPS.has(setOp.toLowerCase()))) throw violation(`set operation ${String(setOp)} is not allowed`);
+
+    // WITH: each CTE sees the ones before it (and itself when RECURSIVE)
+    let scope = ctes;
+    const withList = s['with'];
+    if (withList !== null && withList !== undefined) {
+      if (!Array.isArray(withList)) throw rewriteFailed();
+      const frame = new Set<string>();
+      scope = [...ctes, frame];
+      for (const cte of withList as Obj[]) {
+        const name = ((cte['name'] as Obj | undefined)?.['value'] ?? cte['name']) as unknown;
+        if (typeof name !== 'string') throw rewriteFailed();
+        const key = unquote(name).toLowerCase();
+        if (cte['recursive'] === true) frame.add(key);
+        const stmt = cte['stmt'] as Obj | undefined;
+        if (!stmt || typeof stmt !== 'object') throw rewriteFailed();
+        this.select(stmt['ast'] ?? stmt, scope);
+        this.expr(cte['columns'], scope);
+        frame.add(key);
+        this.cteNames.add(key);
+      }
+    }
+    const from = s['from'];
+    if (from !== null && from !== undefined) {
+      // a lone parenthesised join is given as one object, not a list
+      if (Array.isArray(from)) this.fromList(from as Obj[], scope);
+      else if (typeof from === 'object' && Array.isArray((from as Obj)['expr'])) this.fromList([from as Obj], scope);
+      else throw rewriteFailed();
+    }
+    for (const k of ['columns', 'where', 'groupby', 'having', 'orderby', 'limit', 'window', 'collate', 'distinct']) this.expr(s[k], scope);
+    if (s['_next'] !== null && s['_next'] !== undefined) this.select(s['_next'], scope);
+  }
+
+  private fromList(items: Obj[], ctes: readonly ReadonlySet<string>[]): void {
+    for (let i = 0; i < items.length; i++) {
+      const item = items[i] as Obj;
+      this.expr(item['on'], ctes);
+      if (item['using'] !== undefined && item['using'] !== null) this.expr(item['using'], ctes);
+      if (item['type'] === 'dual') continue;
+      if ('table' in item && typeof item['table'] === 'string') {
+        items[i] = this.tableRef(item, ctes);
+        continue;
+      }
+      const e = item['expr'];
+      if (Array.isArray(e)) {
+        const joins = item['joins'];
+        if (Array.isArray(joins) && joins.length > 0) throw violation('this form of parenthesised join is not supported; write the joins without parentheses');
+        this.fromList(e as Obj[], ctes); // parenthesised join
+        continue;
+      }
+      if (e && typeof e === 'object' && 'ast' in (e as Obj)) {
+        this.select((e as Obj)['ast'], ctes);
+        continue;
+      }
+      throw violation('this kind of FROM item is not supported (table functions, JSON_TABLE, VALUES …)');
+    }
+  }
+
+  private tableRef(item: Obj, ctes: readonly ReadonlySet<string>[]): Obj {
+    for (const [k, v] of Object.entries(item)) {
+      if (!['db', 'table', 'as', 'join', 'on', 'using', 'schema'].includes(k) && v !== null && v !== undefined) throw violation(`table option ${k} is not supported`);
+    }
+    const dbRaw = item['db'] as string | null;
+    const table = unquote(item['table'] as string).toLowerCase();
+    const db = dbRaw === null || dbRaw === undefined ? null : unquote(dbRaw).toLowerCase();
+    const written = db === null ? table : `${db}.${table}`;
+    if (this.mode === 'verify') {
+      // the verify pass sees only what the check pass wrote: CTE names and our own templates' tables
+      if (db === null && ctes.some((f) => f.has(table))) return item;
+      const phys = `select::${db ?? 'null'}::${table}`;
+      if (!this.physical.has(phys)) throw rewriteFailed();
+      return item;
+    }
+    if (db === null && ctes.some((f) => f.has(table))) return item;
+    const entry = this.policy.allowed.get(written);
+    if (!entry) {
+      if (db !== null && MYSQL_SYSTEM_SCHEMAS.has(db)) {
+        throw new SqlPolicyError('scope_violation', `table "${written}" is in a system schema and cannot be read; ${this.readable()}`, { reason: 'system_catalog', table: written });
+      }
+      throw new SqlPolicyError('scope_violation', `table "${written}" is not in this connection's scopes; ${this.readable()}`, { reason: 'table_not_in_scope', table: written });
+    }
+    const t = templateFor(entry);
+    this.tables.add(entry.name);
+    this.physical.add(t.physical);
+    const alias = typeof item['as'] === 'string' ? item['as'] : entry.table;
+    const out: Obj = { expr: { ast: t.ast, parentheses: true }, as: alias };
+    if (item['join'] !== undefined) out['join'] = item['join'];
+    if (item['on'] !== undefined) out['on'] = item['on'];
+    if (item['using'] !== undefined) out['using'] = item['using'];
+    return out;
+  }
+
+  expr(v: unknown, ctes: readonly ReadonlySet<string>[]): void {
+    if (v === null || v === undefined || typeof v !== 'object') return;
+    if (Array.isArray(v)) {
+      for (const x of v) this.expr(x, ctes);
+      return;
+    }
+    const o = v as Obj;
+    if ('ast' in o) {
+      this.select(o['ast'], ctes);
+      return;
+    }
+    const type = o['type'];
+    if (typeof type === 'string') {
+      if (type in REFUSED_TYPES) throw violation(`${REFUSED_TYPES[type]} are not allowed`, { construct: type });
+      if (type === 'origin') {
+        if (String(o['value']).toLowerCase() !== 'with rollup') throw violation(`${JSON.stringify(String(o['value']).slice(0, 40))} is not allowed here`);
+        return;
+      }
+      if (!EXPR_TYPES.has(type)) throw violation(`the construct ${type} is not supported`, { construct: type });
+      if (type === 'binary_expr' || type === 'unary_expr') {
+        const op = String(o['operator']).toUpperCase();
+        if (!OPERATORS.has(op)) throw violation(`operator ${op} is not allowed`, { construct: op });
+      }
+      if (type === 'function') {
+        this.functionName(o['name']);
+        for (const [k, x] of Object.entries(o)) if (k !== 'name') this.expr(x, ctes);
+        return;
+      }
+      if (type === 'aggr_func') {
+        const name = String(o['name']).toUpperCase();
+        if (!MYSQL_ALLOWED_FUNCTIONS.has(name)) throw violation(`function ${name} is not allowed`, { reason: 'function_not_allowed', function: name });
+      }
+      if (type === 'column_ref' && typeof o['column'] === 'string' && o['column'].startsWith('@')) throw violation('variables are not allowed');
+    }
+    for (const [k, x] of Object.entries(o)) if (k !== 'type') this.expr(x, ctes);
+  }
+
+  private functionName(name: unknown): void {
+    const n = name as { name?: { value?: unknown }[]; schema?: unknown } | undefined;
+    const parts = Array.isArray(n?.name) ? n.name : [];
+    if (n?.schema || parts.length !== 1) throw violation('schema-qualified functions are not allowed', { reason: 'function_not_allowed' });
+    const fn = String(parts[0]?.value ?? '').toUpperCase();
+    if (!MYSQL_ALLOWED_FUNCTIONS.has(fn)) throw violation(`function ${fn} is not allowed`, { reason: 'function_not_allowed', function: fn });
+  }
+}
+
+function parseMysql(sql: string): Obj[] {
+  if (sql.includes('\u0000')) throw new SqlPolicyError('invalid_sql', 'the statement contains a NUL character', { reason: 'syntax_error' });
+  if (sql.trim() === '') throw new SqlPolicyError('invalid_sql', 'the statement is empty', { reason: 'empty_statement' });
+  let ast: unknown;
+  try {
+    ast = parser.astify(sql, OPT);
+  } catch (err) {
+    const e = err as { message?: string; location?: { start?: { offset?: number } } };
+    const at = e.location?.start?.offset;
+    throw new SqlPolicyError('invalid_sql', `the statement does not parse as MySQL${at !== undefined ? ` (at character ${at + 1})` : ''}: ${(e.message ?? 'syntax error').slice(0, 200)}`, { reason: 'syntax_error' }, at);
+  }
+  return (Array.isArray(ast) ? ast : [ast]) as Obj[];
+}
+
+/** Check one MySQL statement against the policy and rewrite it to read only in-scope rows. */
+export function checkMysql(sql: string, policy: MysqlPolicy): MysqlChecked {
+  // executable comments and optimizer hints would be gone from what runs; refuse them so the
+  // agent is never surprised, and so that nothing depends on how a comment is lexed
+  if (/\/\*[!+]/.test(sql)) throw violation('executable comments and optimizer hints (/*! … */, /*+ … */) are not allowed', { construct: 'executable comment' });
+  const stmts = parseMysql(sql);
+  if (stmts.length !== 1) throw new SqlPolicyError('scope_violation', `exactly one statement can run per query; got ${stmts.length}`, { reason: 'multiple_statements' });
+  const stmt = stmts[0] as Obj;
+  const checker = new MysqlWalker(policy, 'check');
+  guard(() => checker.select(stmt, []));
+  let out: string;
+  try {
+    out = parser.sqlify(stmt as unknown as Parameters<typeof parser.sqlify>[0], OPT);
+  } catch {
+    throw rewriteFailed();
+  }
+  // verify what runs: one SELECT, the same checks, and only our own physical tables and CTEs
+  let again: Obj[];
+  try {
+    again = parseMysql(out);
+  } catch {
+    throw rewriteFailed();
+  }
+  if (again.length !== 1) throw rewriteFailed();
+  const verifier = new MysqlWalker(policy, 'verify');
+  for (const p of checker.physical) verifier.physical.add(p);
+  guard(() => verifier.select(again[0], []));
+  try {
+    const white = [...checker.physical, ...[...checker.cteNames].map((c) => `select::null::${c}`)];
+    parser.whiteListCheck(out, white.length ? white : ['select::null::dual'], { ...OPT, type: 'table' });
+  } catch {
+    throw rewriteFailed();
+  }
+  return { sql: out, tables: [...checker.tables].sort() };
+}
+
+function guard<T>(f: () => T): T {
+  try {
+    return f();
+  } catch (err) {
+    if (err instanceof RangeError) throw new SqlPolicyError('invalid_sql', 'the statement is too complex', { reason: 'too_complex' });
+    throw err;
+  }
+}

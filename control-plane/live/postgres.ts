@@ -1,0 +1,203 @@
+/**
+ * The `postgres` live target: a PostgreSQL the control plane reaches with the organization's own
+ * connection URL. The same defence in depth as the relay path: the statement is checked and
+ * rewritten by the PostgreSQL parser against `read:<schema>.<table>` / `filter:` scopes (the
+ * relay's policy), then runs in a READ ONLY transaction with statement_timeout, read through a
+ * cursor under the row and byte caps, cancelled at the database (pg_cancel_backend) at the
+ * deadline, and always rolled back. The database's own privileges apply too: the statement runs
+ * as the credential's role, so it reads only what that role may read.
+ */
+import type { ConnectionOptions } from 'node:tls';
+import pg from 'pg';
+import type { ParsedScopes, Target } from '../catalogue/index.js';
+import { credentialRejected, databaseCredentialKind, databaseEndpoint, parseDatabaseUrl, scrub, type DatabaseOptions, type DatabaseUrl, type ReservedDatabase } from '../credentials/database.js';
+import { collectRows, type ReadQueryResult } from '../embedded/index.js';
+import { ApiError } from '../errors.js';
+import { relayPolicy } from '../query/relay.js';
+import { checkAndRewrite } from '../query/sql/index.js';
+import type { CredentialKindDef, LiveConnector, LiveRunContext, PreparedLiveQuery } from './types.js';
+
+const EXAMPLE = 'postgres://reader:password@db.example.com:5432/app?sslmode=verify-full';
+
+export interface DatabaseNetwork {
+  readonly allowPrivate: boolean;
+  readonly reserved: readonly ReservedDatabase[];
+}
+
+export function parsePostgresUrl(secret: string): DatabaseUrl {
+  return parseDatabaseUrl(secret, ['postgres:', 'postgresql:'], 5432, EXAMPLE);
+}
+
+export const postgresCredentialKind: CredentialKindDef = databaseCredentialKind({
+  kind: 'postgres',
+  product: 'PostgreSQL',
+  schemes: ['postgres:', 'postgresql:'],
+  example: EXAMPLE,
+  prefer: 'TLS when the server offers it',
+  parse: parsePostgresUrl,
+});
+
+/** pg's option for the extended protocol (one statement per round trip); absent from its types. */
+function extended(q: pg.QueryArrayConfig): pg.QueryArrayConfig {
+  return Object.assign(q, { queryMode: 'extended' as const });
+}
+
+interface PgErrorLike {
+  code?: string;
+  message?: string;
+}
+
+function tlsFor(url: DatabaseUrl, o: DatabaseOptions): false | ConnectionOptions {
+  const servername = /^[\d.]+$|:/.test(url.host) ? undefined : url.host;
+  switch (o.sslmode) {
+    case 'disable':
+      return false;
+    case 'prefer':
+    case 'require':
+      return { rejectUnauthorized: false, ...(servername ? { servername } : {}) };
+    case 'verify-ca':
+      return { rejectUnauthorized: true, checkServerIdentity: () => undefined, ...(o.ca ? { ca: o.ca } : {}), ...(servername ? { servername } : {}) };
+    case 'verify-full':
+      return { rejectUnauthorized: true, ...(o.ca ? { ca: o.ca } : {}), ...(servername ? { servername } : {}) };
+  }
+}
+
+const REJECTED = new Set(['28P01', '28000', '3D000']);
+
+/** A checked statement of a database target as the query path wants it: tables read, their row filters, the tables allowed. */
+export function preparedFrom(
+  checked: { readonly sql: string; readonly tables: readonly string[] },
+  allowed: ReadonlyMap<string, { readonly name: string; readonly predicate: string | null }>,
+): PreparedLiveQuery {
+  const rowFilters: Record<string, string | null> = {};
+  for (const name of checked.tables) rowFilters[name] = allowed.get(name)?.predicate ?? null;
+  return { sql: checked.sql, tables: checked.tables, rowFilters, tablesAllowed: [...new Set([...allowed.values()].map((t) => t.name))].sort() };
+}
+
+export class PostgresConnector implements LiveConnector {
+  readonly targetId = 'postgres';
+  readonly credentialKind = 'postgres';
+
+  constructor(private readonly network: DatabaseNetwork) {}
+
+  prepare(sqlText: string, scopes: ParsedScopes, _target: Target): PreparedLiveQuery {
+    const policy = relayPolicy(scopes);
+    const checked = checkAndRewrite(sqlText, policy);
+    return { ...preparedFrom(checked, policy.allowed), plan: { direct: checked.kind === 'explain' } };
+  }
+
+  async run(q: PreparedLiveQuery, ctx: LiveRunContext): Promise<ReadQueryResult> {
+    const secret = ctx.credential.secret;
+    const { url, options: opts, address } = await databaseEndpoint('postgres', ctx.credential, parsePostgresUrl, this.network);
+    const deadline = Date.now() + ctx.limits.timeoutMs;
+    const settings = (ssl: false | ConnectionOptions): pg.ClientConfig => ({
+      host: address,
+      port: url.port,
+      user: url.user,
+      password: url.password,
+      database: url.database,
+      ssl,
+      application_name: 'svc-live',
+      connectionTimeoutMillis: Math.max(100, Math.min(5000, deadline - Date.now())),
+    });
+
+    const client = await connect(settings, tlsFor(url, opts), opts.sslmode === 'prefer', secret, url);
+    const pid = (client as unknown as { processID?: number }).processID;
+    let timedOut = false;
+    let cancelling: Promise<void> | undefined;
+    const cancel = (): void => {
+      if (cancelling || pid === undefined) return;
+      cancelling = (async () => {
+        const c = new pg.Client({ ...settings(tlsFor(url, opts)), connectionTimeoutMillis: 3000 });
+        c.on('error', () => undefined);
+        try {
+          await c.connect();
+          await c.query('SELECT pg_cancel_backend($1)', [pid]);
+        } catch {
+          // best effort: statement_timeout bounds it anyway
+        } finally {
+          await c.end().catch(() => undefined);
+        }
+      })();
+    };
+    const timer = setTimeout(() => {
+      timedOut = true;
+      cancel();
+    }, Math.max(0, deadline - Date.now()));
+    const onAbort = (): void => cancel();
+    ctx.signal.addEventListener('abort', onAbort, { once: true });
+    let broken = false;
+    try {
+      await client.query('BEGIN TRANSACTION READ ONLY');
+      await client.query(`SET LOCAL statement_timeout = ${Math.max(1, deadline - Date.now())}`);
+      await client.query(`SET LOCAL idle_in_transaction_session_timeout = ${Math.max(1000, ctx.limits.timeoutMs * 2)}`);
+      const caps = { maxRows: ctx.limits.maxRows, maxBytes: ctx.limits.maxBytes, once: false };
+      if ((q.plan as { direct?: boolean } | undefined)?.direct) return await collectRows(() => client.query(extended({ text: q.sql, rowMode: 'array' })), { ...caps, once: true });
+      await client.query(extended({ text: `DECLARE svc_live_cursor NO SCROLL CURSOR FOR ${q.sql}`, rowMode: 'array' }));
+      return await collectRows((n) => client.query(extended({ text: `FETCH ${n} FROM svc_live_cursor`, rowMode: 'array' })), caps);
+    } catch (err) {
+      const e = err as PgErrorLike;
+      const code = typeof e.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code) ? e.code : undefined;
+      if (timedOut || code === '57014' || ctx.signal.aborted) {
+        throw new ApiError('query_timeout', `the statement ran past its ${ctx.limits.timeoutMs} ms deadline and was cancelled at the database`);
+      }
+      const message = scrub(e.message ?? 'database error', secret, url);
+      if (code === '42501' || code === '25006') throw new ApiError('scope_violation', `the database refused the statement: ${message}`, { sqlstate: code });
+      if (code && !code.startsWith('08') && !code.startsWith('57') && !code.startsWith('53')) {
+        throw new ApiError('invalid_sql', `the database rejected the statement: ${message}`, { sqlstate: code });
+      }
+      broken = true;
+      throw new ApiError('service_unavailable', 'the connection to the postgres database was lost during the statement; retry', { connector_kind: 'postgres' });
+    } finally {
+      clearTimeout(timer);
+      ctx.signal.removeEventListener('abort', onAbort);
+      if (cancelling) await cancelling;
+      if (!broken) await client.query('ROLLBACK').catch(() => undefined);
+      await client.end().catch(() => undefined);
+    }
+  }
+}
+
+async function connect(settings: (ssl: false | ConnectionOptions) => pg.ClientConfig, ssl: false | ConnectionOptions, prefer: boolean, secret: string, url: DatabaseUrl): Promise<pg.Client> {
+  const attempt = async (tls: false | ConnectionOptions): Promise<pg.Client> => {
+    const c = new pg.Client(settings(tls));
+    c.on('error', () => undefined); // a dropped connection surfaces as the failed query
+    try {
+      await c.connect();
+      return c;
+    } catch (err) {
+      await c.end().catch(() => undefined);
+      throw err;
+    }
+  };
+  try {
+    return await attempt(ssl);
+  } catch (err) {
+    const e = err as PgErrorLike;
+    if (prefer && ssl !== false && /does not support SSL/i.test(e.message ?? '')) return connectPlain(attempt, secret, url);
+    throw connectError(err, secret, url);
+  }
+}
+
+async function connectPlain(attempt: (tls: false) => Promise<pg.Client>, secret: string, url: DatabaseUrl): Promise<pg.Client> {
+  try {
+    return await attempt(false);
+  } catch (err) {
+    throw connectError(err, secret, url);
+  }
+}
+
+function connectError(err: unknown, secret: string, url: DatabaseUrl): ApiError {
+  const e = err as PgErrorLike;
+  if (e.code && REJECTED.has(e.code)) return credentialRejected('postgres', `${scrub(e.message ?? '', secret, url)}, SQLSTATE ${e.code}`);
+  if (/does not support SSL|certificate|self.signed|SSL|TLS/i.test(e.message ?? '')) {
+    return new ApiError('invalid_request', `TLS to the postgres server failed: ${scrub(e.message ?? '', secret, url)}; check sslmode / ca of the registered credential`, {
+      reason: 'credential_rejected',
+      connector_kind: 'postgres',
+    });
+  }
+  return new ApiError('service_unavailable', 'the postgres server of the registered credential cannot be reached; retry, or check its host and port', {
+    connector_kind: 'postgres',
+    reason: 'unreachable',
+  });
+}

@@ -1,0 +1,241 @@
+/**
+ * Where a live API query's rows are loaded and its statement runs: embedded PostgreSQL (PGlite)
+ * engines, each in its own worker thread (the existing host, ../../embedded), held by one query at
+ * a time. A query gets an engine (started while its first pages are fetched), creates its tables
+ * in a schema of its own with a random name, loads the rows page by page (`jsonb_to_recordset`
+ * parses them inside the worker, off the event loop), runs the checked statement in a READ ONLY
+ * transaction as a non-owner role that can read only that schema, with the row and byte caps,
+ * then drops the schema before the engine serves anyone else. An engine that fails to drop it,
+ * hits the deadline (it is terminated at once), or has served many queries is ended and replaced
+ * by a fresh one. Starting an engine costs an initdb (seconds), which is why engines are reused;
+ * the data never is.
+ */
+import { randomBytes } from 'node:crypto';
+import { EmbeddedError, EmbeddedPostgres, type ReadQueryResult } from '../../embedded/index.js';
+import { ApiError } from '../../errors.js';
+import { quoteIdent } from '../../demo/load.js';
+import type { SqlType } from './spec.js';
+import { timeoutError } from './http.js';
+
+export const LIVE_READER_ROLE = 'svc_live_reader';
+/** an engine is replaced after this many queries (bounds what a long-lived WASM heap accumulates) */
+const MAX_USES = 200;
+const IDLE_RETIRE_MS = 120_000;
+
+export interface LoadColumn {
+  readonly name: string;
+  readonly type: SqlType;
+}
+
+interface Engine {
+  readonly db: EmbeddedPostgres;
+  uses: number;
+  idleTimer?: NodeJS.Timeout;
+}
+
+async function startEngine(): Promise<Engine> {
+  const db = await EmbeddedPostgres.start();
+  try {
+    await db.exec(`CREATE ROLE ${LIVE_READER_ROLE} NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE; REVOKE ALL ON SCHEMA public FROM PUBLIC;`);
+  } catch (err) {
+    await db.terminate();
+    throw err;
+  }
+  return { db, uses: 0 };
+}
+
+/** A bounded pool of engines; a wait for one ends at the query's signal. */
+export class EnginePool {
+  private readonly idle: Engine[] = [];
+  private readonly waiters: ((e: Engine | null) => void)[] = [];
+  private total = 0;
+  /** engines being started (each will serve the longest waiter) */
+  private starting = 0;
+  private closed = false;
+  constructor(private readonly max: number) {}
+
+  /** start one engine ahead of the first query (nothing happens when one exists) */
+  warm(): Promise<void> {
+    return this.total > 0 ? Promise.resolve() : this.spawn();
+  }
+
+  private spawn(): Promise<void> {
+    this.total++;
+    this.starting++;
+    return startEngine().then(
+      (e) => {
+        this.starting--;
+        this.put(e);
+      },
+      () => {
+        this.starting--;
+        this.total--;
+        this.waiters.shift()?.(null);
+      },
+    );
+  }
+
+  async take(signal: AbortSignal): Promise<Engine> {
+    if (this.closed) throw new ApiError('service_unavailable', 'the service is shutting down', { reason: 'engine_unavailable' });
+    const idle = this.idle.pop();
+    if (idle) {
+      clearTimeout(idle.idleTimer);
+      return idle;
+    }
+    // a new engine only when those already starting are spoken for (starting one costs an initdb)
+    if (this.total < this.max && this.waiters.length >= this.starting) void this.spawn();
+    const got = await new Promise<Engine | null>((resolve, reject) => {
+      const onAbort = (): void => {
+        const i = this.waiters.indexOf(give);
+        if (i >= 0) this.waiters.splice(i, 1);
+        reject(timeoutError());
+      };
+      const give = (e: Engine | null): void => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(e);
+      };
+      if (signal.aborted) return onAbort();
+      signal.addEventListener('abort', onAbort, { once: true });
+      this.waiters.push(give);
+    });
+    if (!got) throw new ApiError('service_unavailable', 'the embedded engine for live queries could not start; retry shortly', { reason: 'engine_unavailable' });
+    return got;
+  }
+
+  /** hand a clean engine to the next waiter, or keep it idle */
+  private put(e: Engine): void {
+    if (this.closed) {
+      this.discard(e);
+      return;
+    }
+    const next = this.waiters.shift();
+    if (next) return next(e);
+    e.idleTimer = setTimeout(() => {
+      const i = this.idle.indexOf(e);
+      if (i >= 0 && this.idle.length > 1) {
+        this.idle.splice(i, 1);
+        this.discard(e);
+      }
+    }, IDLE_RETIRE_MS);
+    e.idleTimer.unref();
+    this.idle.push(e);
+  }
+
+  give(e: Engine, clean: boolean): void {
+    e.uses++;
+    if (clean && e.uses < MAX_USES) return this.put(e);
+    this.discard(e);
+    // keep capacity for whoever waits
+    if (this.waiters.length > this.starting && !this.closed) void this.spawn();
+  }
+
+  private discard(e: Engine): void {
+    clearTimeout(e.idleTimer);
+    this.total--;
+    void e.db.terminate();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const w of this.waiters.splice(0)) w(null);
+    await Promise.all(this.idle.splice(0).map(async (e) => this.discard(e)));
+  }
+}
+
+/** A physical schema name for one query's tables (random: no query can name another's). */
+export function querySchema(): string {
+  return `q_${randomBytes(12).toString('hex')}`;
+}
+
+/** One query's tables on a pooled engine: create, add rows, run the statement, drop. */
+export class QueryDatabase {
+  private dirty = false;
+  private failed = false;
+
+  private constructor(
+    private readonly pool: EnginePool,
+    private readonly engine: Engine,
+    /** physical schema of this query's tables ({@link querySchema}) */
+    readonly schema: string,
+  ) {}
+
+  static async open(pool: EnginePool, signal: AbortSignal, schema: string): Promise<QueryDatabase> {
+    const engine = await pool.take(signal);
+    return new QueryDatabase(pool, engine, schema);
+  }
+
+  async createTable(table: string, columns: readonly LoadColumn[]): Promise<void> {
+    const s = quoteIdent(this.schema);
+    const cols = columns.map((c) => `${quoteIdent(c.name)} ${c.type}`).join(', ');
+    this.dirty = true;
+    await this.load(() =>
+      this.engine.db.exec(
+        `CREATE SCHEMA IF NOT EXISTS ${s}; GRANT USAGE ON SCHEMA ${s} TO ${LIVE_READER_ROLE}; ` +
+          `CREATE TABLE ${s}.${quoteIdent(table)} (${cols}); GRANT SELECT ON ${s}.${quoteIdent(table)} TO ${LIVE_READER_ROLE};`,
+      ),
+    );
+  }
+
+  /** rows are objects keyed by column name, values already normalized (./values.ts) */
+  async insert(table: string, columns: readonly LoadColumn[], rows: readonly Record<string, unknown>[]): Promise<void> {
+    if (rows.length === 0 || columns.length === 0) return;
+    const defs = columns.map((c) => `${quoteIdent(c.name)} ${c.type}`).join(', ');
+    const sql = `INSERT INTO ${quoteIdent(this.schema)}.${quoteIdent(table)} SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(${defs})`;
+    await this.load(() => this.engine.db.query(sql, [JSON.stringify(rows)]));
+  }
+
+  private async load(work: () => Promise<unknown>): Promise<void> {
+    try {
+      await work();
+    } catch (err) {
+      this.failed = true;
+      if (err instanceof EmbeddedError && err.code === 'EMBEDDED_ERR_TERMINATED') throw timeoutError();
+      throw new ApiError('internal_error', 'loading the fetched rows into the query engine failed', { reason: 'load_failed' });
+    }
+  }
+
+  /** The checked statement, read-only, as the reader role, capped; the engine is terminated at the signal. */
+  async read(sql: string, direct: boolean, maxRows: number, maxBytes: number, signal: AbortSignal): Promise<ReadQueryResult> {
+    if (signal.aborted) throw timeoutError();
+    const onAbort = (): void => {
+      this.failed = true;
+      void this.engine.db.terminate();
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    try {
+      return await this.engine.db.read({
+        preamble: [`SET LOCAL ROLE ${LIVE_READER_ROLE}`, 'SET LOCAL search_path = pg_catalog', "SET LOCAL TimeZone = 'UTC'"],
+        sql,
+        maxRows,
+        maxBytes,
+        direct,
+      });
+    } catch (err) {
+      if (signal.aborted) throw timeoutError();
+      if (err instanceof EmbeddedError && err.code === 'EMBEDDED_ERR_TERMINATED') {
+        this.failed = true;
+        throw new ApiError('service_unavailable', 'the query engine stopped unexpectedly; retry', { reason: 'engine_unavailable' });
+      }
+      if (err instanceof EmbeddedError) {
+        if (err.sqlState === '42501' || err.sqlState === '25006') throw new ApiError('scope_violation', `the database refused the statement: ${err.message}`);
+        throw new ApiError('invalid_sql', `the database rejected the statement: ${err.message}`, { sqlstate: err.sqlState, ...(err.position !== undefined ? { position: err.position } : {}) });
+      }
+      throw err;
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /** Drop this query's tables and return the engine (or end it when that is not certain to be clean). */
+  async close(): Promise<void> {
+    let clean = !this.failed && this.engine.db.alive;
+    if (clean && this.dirty) {
+      try {
+        await this.engine.db.exec(`DROP SCHEMA IF EXISTS ${quoteIdent(this.schema)} CASCADE`);
+      } catch {
+        clean = false;
+      }
+    }
+    this.pool.give(this.engine, clean);
+  }
+}

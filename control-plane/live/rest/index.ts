@@ -1,0 +1,289 @@
+/**
+ * The REST-to-SQL connectors: `stripe`, `github`, `hubspot`, `salesforce` (declarative API specs,
+ * ./apis) and `http-files` (./files.ts), all behind the LiveConnector contract (../types.ts).
+ *
+ * prepare: the agent's statement is checked and rewritten by the same SQL policy as demo targets,
+ * over the tables the scopes allow, with the `period:` row predicate on each table's `created`
+ * column. run: only the tables the statement reads are fetched (pages on demand, the period mapped
+ * onto the provider's created-time filter, at most the row cap per table), loaded into an
+ * ephemeral embedded PostgreSQL (./engine.ts) and the statement runs there, read-only, capped,
+ * within the deadline. `truncated` is also true when a table held more in-scope objects than the
+ * row cap (the statement then saw only the first ones).
+ */
+import type { ParsedScopes, Target } from '../../catalogue/index.js';
+import type { ReadQueryResult } from '../../embedded/index.js';
+import { ApiError } from '../../errors.js';
+import { periodPredicate } from '../../query/engine.js';
+import { checkAndRewrite, SqlPolicyError, type ScopedTable, type SqlPolicy } from '../../query/sql/index.js';
+import type { CredentialKindDef, LiveConnector, LiveRunContext, PreparedLiveQuery } from '../types.js';
+import { GITHUB } from './apis/github.js';
+import { HUBSPOT } from './apis/hubspot.js';
+import { SALESFORCE } from './apis/salesforce.js';
+import { STRIPE } from './apis/stripe.js';
+import { fileSpecs, REST_CREDENTIAL_KINDS } from './credentials.js';
+import { EnginePool, QueryDatabase, querySchema } from './engine.js';
+import { fetchTable, windowsOf, type TableFetch } from './fetch.js';
+import { loadFile } from './files.js';
+import type { RequestPolicy } from './http.js';
+import type { ApiSpec } from './spec.js';
+
+export { nextLink } from './apis/github.js';
+export { parseCsv, CsvError } from './csv.js';
+export { STRIPE, GITHUB, HUBSPOT, SALESFORCE };
+export type { ApiSpec, TableSpec, ColumnSpec } from './spec.js';
+
+/** What the REST connectors take from the configuration (control-plane/config.ts `restApis`). */
+export interface RestConfig {
+  /** operator-set base URLs (trusted: they may be private or loopback addresses) */
+  readonly stripeApiBase?: string | undefined;
+  readonly githubApiBase?: string | undefined;
+  readonly hubspotApiBase?: string | undefined;
+  /** when set, every Salesforce request goes here instead of the credential's instance_url */
+  readonly salesforceApiBase?: string | undefined;
+  /** http-files URLs may resolve to private/loopback addresses (SVC_HTTP_FILES_ALLOW_PRIVATE=1) */
+  readonly httpFilesAllowPrivate?: boolean;
+  /** most bytes of one file (SVC_HTTP_FILES_MAX_BYTES, default 50 MB) */
+  readonly httpFilesMaxBytes?: number;
+  /** ephemeral query engines at a time (SVC_LIVE_REST_ENGINES, default 4) */
+  readonly maxEngines?: number;
+  /** extra trusted CA certificate (PEM) for HTTPS to providers and file servers, e.g. an internal CA */
+  readonly ca?: string | undefined;
+  /** called for every HTTP request made (metrics, tests); never given headers or bodies */
+  readonly onRequest?: (target: string, method: string, url: URL) => void;
+}
+
+export const restCredentialKinds: CredentialKindDef[] = [...REST_CREDENTIAL_KINDS];
+
+const DEFAULT_FILE_BYTES = 50_000_000;
+const MAX_PAGE_BYTES = 32 * 1024 * 1024;
+const MAX_DISCOVERY = 64;
+
+interface Plan {
+  readonly kind: string;
+  /** physical schema of this query's tables */
+  readonly schema: string;
+}
+
+/** the schema name agents may qualify a target's tables with, e.g. stripe.charges, http_files.orders */
+const schemaOf = (targetId: string): string => targetId.replace(/-/g, '_');
+
+/** one pool of query engines per process */
+let pool: EnginePool | undefined;
+function enginePool(max: number): EnginePool {
+  pool ??= new EnginePool(max);
+  return pool;
+}
+
+/** Start a query engine ahead of the first live API query (it takes an initdb: seconds). */
+export function warmRestEngines(): Promise<void> {
+  return enginePool(4).warm();
+}
+
+/** End the idle query engines (shutdown). */
+export async function closeRestEngines(): Promise<void> {
+  const p = pool;
+  pool = undefined;
+  await p?.close();
+}
+
+function result(scopes: ParsedScopes, policy: SqlPolicy, checked: ReturnType<typeof checkAndRewrite>, physical: string): PreparedLiveQuery {
+  const rowFilters: Record<string, string | null> = {};
+  for (const t of checked.tables) rowFilters[t] = policy.allowed.get(t)?.predicate ?? null;
+  return {
+    sql: checked.sql,
+    tables: checked.tables,
+    rowFilters,
+    tablesAllowed: scopes.read === 'all' ? '*' : [...scopes.read].sort(),
+    plan: { kind: checked.kind, schema: physical } satisfies Plan,
+  };
+}
+
+function runSignal(ctx: LiveRunContext): { signal: AbortSignal; deadline: number } {
+  const deadline = Date.now() + ctx.limits.timeoutMs;
+  return { signal: AbortSignal.any([ctx.signal, AbortSignal.timeout(ctx.limits.timeoutMs)]), deadline };
+}
+
+function planOf(q: PreparedLiveQuery): Plan {
+  const p = q.plan as Plan | undefined;
+  if (!p || typeof p.schema !== 'string') throw new ApiError('internal_error', 'the statement was not prepared by this connector');
+  return p;
+}
+
+/** Open a query database while `work` fetches; run the statement; always end the database. */
+async function withDatabase(
+  q: PreparedLiveQuery,
+  ctx: LiveRunContext,
+  engines: () => EnginePool,
+  signal: AbortSignal,
+  work: (db: Promise<QueryDatabase>) => Promise<boolean>,
+): Promise<ReadQueryResult> {
+  const opening = QueryDatabase.open(engines(), signal, planOf(q).schema);
+  opening.catch(() => undefined);
+  try {
+    const incomplete = await work(opening);
+    const db = await opening;
+    const res = await db.read(q.sql, planOf(q).kind === 'explain', ctx.limits.maxRows, ctx.limits.maxBytes, signal);
+    return incomplete && !res.truncated ? { ...res, truncated: true } : res;
+  } finally {
+    await opening.then((db) => db.close()).catch(() => undefined);
+  }
+}
+
+function apiConnector(api: ApiSpec, configured: string | undefined, config: RestConfig, engines: () => EnginePool): LiveConnector {
+  const schema = schemaOf(api.id);
+  const tables = new Map(api.tables.map((t) => [t.name, t]));
+  return {
+    targetId: api.id,
+    credentialKind: api.id,
+    prepare(sqlText: string, scopes: ParsedScopes, _target: Target): PreparedLiveQuery {
+      const physical = querySchema();
+      const allowed = new Map<string, ScopedTable>();
+      for (const t of api.tables) {
+        if (scopes.read !== 'all' && !scopes.read.has(t.name)) continue;
+        allowed.set(t.name, { name: t.name, schema: physical, table: t.name, predicate: periodPredicate('created', scopes.periods) });
+      }
+      const policy: SqlPolicy = { allowed, known: api.tables.map((t) => t.name), schemas: [schema] };
+      return result(scopes, policy, checkAndRewrite(sqlText, policy), physical);
+    },
+    async run(q: PreparedLiveQuery, ctx: LiveRunContext): Promise<ReadQueryResult> {
+      const { signal, deadline } = runSignal(ctx);
+      let base: URL;
+      try {
+        base = api.base(configured, ctx.credential);
+      } catch {
+        throw new ApiError('invalid_request', `the stored ${api.id} credential has no usable address; register it again with POST /v1/connections/credentials`, { reason: 'credential_rejected', connector_kind: api.id });
+      }
+      const headers = api.headers(ctx.credential);
+      const policy: RequestPolicy = {
+        provider: api.provider,
+        kind: api.id,
+        allowPrivate: configured !== undefined,
+        ca: config.ca,
+        signal,
+        deadline,
+        maxBytes: MAX_PAGE_BYTES,
+        errorCode: api.errorCode,
+        ...(config.onRequest ? { onRequest: (m: string, u: URL) => config.onRequest?.(api.id, m, u) } : {}),
+      };
+      const windows = windowsOf(ctx.scopes.periods);
+      return withDatabase(q, ctx, engines, signal, async (opening) => {
+        const fetches = q.tables.map(async (name): Promise<TableFetch> => {
+          const table = tables.get(name);
+          if (!table) throw new ApiError('internal_error', `no table ${name} in ${api.id}`);
+          const ready = opening.then(async (db) => {
+            await db.createTable(name, table.columns);
+            return db;
+          });
+          ready.catch(() => undefined);
+          const fetched = await fetchTable({
+            api,
+            table,
+            base,
+            headers,
+            windows,
+            cap: ctx.limits.maxRows,
+            policy,
+            onRows: async (rows) => (await ready).insert(name, table.columns, rows),
+          });
+          await ready;
+          return fetched;
+        });
+        const done = await settleAll(fetches);
+        return done.some((f) => f.truncated);
+      });
+    },
+  };
+}
+
+/** Promise.all that waits for every promise before rethrowing the first failure. */
+async function settleAll<T>(ps: Promise<T>[]): Promise<T[]> {
+  const r = await Promise.allSettled(ps);
+  const failed = r.find((x): x is PromiseRejectedResult => x.status === 'rejected');
+  if (failed) throw failed.reason;
+  return r.map((x) => (x as PromiseFulfilledResult<T>).value);
+}
+
+/**
+ * The tables a statement names, for `read:*` on http-files (whose tables are only known from the
+ * credential at run time): check with the tables found so far, add the unknown one, repeat.
+ */
+function discover(sqlText: string, schema: string, physical: string, initial: ReadonlySet<string> | 'all'): { policy: SqlPolicy; checked: ReturnType<typeof checkAndRewrite> } {
+  const names = new Set(initial === 'all' ? [] : initial);
+  for (let i = 0; ; i++) {
+    const allowed = new Map<string, ScopedTable>([...names].map((n) => [n, { name: n, schema: physical, table: n, predicate: null }]));
+    const policy: SqlPolicy = { allowed, known: [...names], schemas: [schema] };
+    try {
+      return { policy, checked: checkAndRewrite(sqlText, policy) };
+    } catch (err) {
+      const table = err instanceof SqlPolicyError && err.detail.reason === 'unknown_table' ? err.detail.table : undefined;
+      const bare = table?.startsWith(`${schema}.`) ? table.slice(schema.length + 1) : table;
+      if (initial !== 'all' || bare === undefined || !/^[a-z_][a-z0-9_]{0,62}$/.test(bare) || bare.startsWith('pg_') || names.has(bare) || i >= MAX_DISCOVERY) throw err;
+      names.add(bare);
+    }
+  }
+}
+
+function filesConnector(config: RestConfig, engines: () => EnginePool): LiveConnector {
+  const schema = schemaOf('http-files');
+  const maxBytes = config.httpFilesMaxBytes ?? DEFAULT_FILE_BYTES;
+  return {
+    targetId: 'http-files',
+    credentialKind: 'http-files',
+    prepare(sqlText: string, scopes: ParsedScopes, _target: Target): PreparedLiveQuery {
+      const physical = querySchema();
+      const { policy, checked } = discover(sqlText, schema, physical, scopes.read);
+      return result(scopes, policy, checked, physical);
+    },
+    async run(q: PreparedLiveQuery, ctx: LiveRunContext): Promise<ReadQueryResult> {
+      const { signal, deadline } = runSignal(ctx);
+      const files = new Map(fileSpecs(ctx.credential.options).map((f) => [f.table, f]));
+      for (const name of q.tables) {
+        if (!files.has(name)) {
+          throw new ApiError('scope_violation', `table "${name}" is not one of the files registered for http-files; registered tables: ${[...files.keys()].sort().join(', ')}`, {
+            reason: 'unknown_table',
+            table: name,
+          });
+        }
+      }
+      const policy: RequestPolicy = {
+        provider: 'the file server',
+        kind: 'http-files',
+        allowPrivate: config.httpFilesAllowPrivate === true,
+        ca: config.ca,
+        signal,
+        deadline,
+        maxBytes,
+        retries: 2,
+        tooLarge: () => new ApiError('invalid_request', `a registered file is larger than ${maxBytes} bytes, the most one file may hold`, { reason: 'file_too_large', max_bytes: maxBytes }),
+        ...(config.onRequest ? { onRequest: (m: string, u: URL) => config.onRequest?.('http-files', m, u) } : {}),
+      };
+      return withDatabase(q, ctx, engines, signal, async (opening) => {
+        const loaded = await settleAll(
+          q.tables.map(async (name) => {
+            const file = files.get(name) as NonNullable<ReturnType<typeof files.get>>;
+            const data = await loadFile(file, ctx.credential.secret, policy, ctx.limits.maxRows);
+            const db = await opening;
+            await db.createTable(name, data.columns);
+            for (let i = 0; i < data.rows.length; i += 2000) await db.insert(name, data.columns, data.rows.slice(i, i + 2000));
+            return data.truncated;
+          }),
+        );
+        return loaded.some(Boolean);
+      });
+    },
+  };
+}
+
+/** One connector per REST target. */
+export function restConnectors(config: RestConfig = {}): LiveConnector[] {
+  // looked up per query: after closeRestEngines() (shutdown) a later query starts a new pool
+  const engines = (): EnginePool => enginePool(config.maxEngines ?? 4);
+  return [
+    apiConnector(STRIPE, config.stripeApiBase, config, engines),
+    apiConnector(GITHUB, config.githubApiBase, config, engines),
+    apiConnector(HUBSPOT, config.hubspotApiBase, config, engines),
+    apiConnector(SALESFORCE, config.salesforceApiBase, config, engines),
+    filesConnector(config, engines),
+  ];
+}
+

@@ -1,0 +1,94 @@
+/**
+ * The MySQL statement checker on its own (no database): hostile statements are refused, allowed
+ * ones are rewritten so every table reference becomes an in-scope derived table.
+ */
+import t from 'tap';
+import type { ParsedScopes } from '../../control-plane/catalogue/index.js';
+import { checkMysql, mysqlPolicy } from '../../control-plane/live/mysql/policy.js';
+
+const scopes = (read: string[], filters: ParsedScopes['filters'] = []): ParsedScopes => ({ read: new Set(read), periods: [], relay: undefined, filters, normalized: [] });
+const policy = mysqlPolicy(scopes(['orders', 'shop.customers'], [{ table: 'shop.customers', column: 'tenant', value: "o'brien" }]));
+
+const refused = (sql: string): { code: string; message: string; reason: string } => {
+  try {
+    checkMysql(sql, policy);
+  } catch (err) {
+    const e = err as { code: string; message: string; detail: { reason: string } };
+    return { code: e.code, message: e.message, reason: e.detail?.reason };
+  }
+  throw new Error(`accepted: ${sql}`);
+};
+
+t.test('allowed statements are rewritten to in-scope derived tables', async (t) => {
+  const r = checkMysql('SELECT o.id, c.name FROM orders o JOIN customers c ON o.cid = c.id WHERE c.x > 1 ORDER BY o.id LIMIT 5', policy);
+  t.same(r.tables, ['orders', 'shop.customers']);
+  t.match(r.sql, /FROM \(SELECT \* FROM `orders` LIMIT 18446744073709551615\) AS `o`/);
+  t.match(r.sql, /\(SELECT \* FROM `shop`\.`customers` WHERE `tenant` = X'6f27627269656e' LIMIT 18446744073709551615\) AS `c`/, 'the filter value is a hex literal: no escaping to get wrong');
+  const cte = checkMysql('WITH t AS (SELECT * FROM orders) SELECT count(*) AS n FROM t', policy);
+  t.same(cte.tables, ['orders']);
+  t.match(cte.sql, /WITH `t` AS \(SELECT \* FROM \(SELECT \* FROM `orders`/);
+  const shadow = checkMysql('WITH customers AS (SELECT 1 AS x) SELECT * FROM customers', policy);
+  t.same(shadow.tables, [], 'a CTE name shadows a table');
+  const sub = checkMysql('SELECT * FROM orders WHERE EXISTS (SELECT 1 FROM customers) AND id IN (SELECT cid FROM shop.customers)', policy);
+  t.same(sub.tables, ['orders', 'shop.customers']);
+  t.notMatch(sub.sql, /FROM `customers`/, 'references in subqueries are rewritten too');
+  t.ok(checkMysql("SELECT DATE_FORMAT(created, '%Y-%m') AS m, COUNT(*), SUM(total) FROM orders GROUP BY m WITH ROLLUP", policy));
+  t.ok(checkMysql('SELECT * FROM DUAL', policy));
+});
+
+t.test('hostile statements are refused', async (t) => {
+  const cases: [string, string, RegExp?][] = [
+    ['SELECT 1; SELECT 2', 'scope_violation', /exactly one statement/],
+    ['SELECT * FROM orders; DROP TABLE orders', 'scope_violation'],
+    ['DELETE FROM orders', 'scope_violation', /only a single SELECT/],
+    ['UPDATE orders SET x = 1', 'scope_violation'],
+    ["SELECT * FROM orders INTO OUTFILE '/tmp/x'", 'scope_violation', /INTO/],
+    ["SELECT * FROM orders INTO DUMPFILE '/tmp/x'", 'scope_violation', /INTO/],
+    ['SELECT id FROM orders INTO @x', 'scope_violation', /INTO/],
+    ["SELECT LOAD_FILE('/etc/passwd')", 'scope_violation', /LOAD_FILE/],
+    ['SELECT SLEEP(10)', 'scope_violation', /SLEEP/],
+    ['SELECT BENCHMARK(100000000, MD5(1))', 'scope_violation', /BENCHMARK/],
+    ["SELECT GET_LOCK('x', 10)", 'scope_violation', /GET_LOCK/],
+    ['SELECT DATABASE()', 'scope_violation'],
+    ['SELECT @@version', 'scope_violation', /variables/],
+    ['SELECT @a := 1', 'scope_violation', /assignments/],
+    ['SELECT * FROM orders WHERE id = @x', 'scope_violation'],
+    ['SELECT * FROM orders FOR UPDATE', 'scope_violation', /locking/],
+    ['SELECT * FROM orders LOCK IN SHARE MODE', 'invalid_sql'],
+    ['SELECT * FROM information_schema.tables', 'scope_violation', /system schema/],
+    ['SELECT * FROM mysql.user', 'scope_violation', /system schema/],
+    ['SELECT * FROM performance_schema.threads', 'scope_violation'],
+    ['SELECT (SELECT max(id) FROM mysql.user)', 'scope_violation'],
+    ['SELECT * FROM orders WHERE id IN (SELECT id FROM secrets)', 'scope_violation', /not in this connection's scopes/],
+    ['SELECT * FROM other.orders', 'scope_violation', /not in this connection's scopes/],
+    ['SELECT * FROM shop.orders', 'scope_violation', /not in this connection's scopes/],
+    ['SELECT a FROM orders UNION SELECT b FROM secrets', 'scope_violation'],
+    ['SELECT * FROM orders /*! , mysql.user */', 'scope_violation', /executable comments/],
+    ['SELECT /*+ MAX_EXECUTION_TIME(1000000) */ * FROM orders', 'scope_violation', /hints/],
+    ["SELECT 'x\\' FROM mysql.user -- ' FROM secrets", 'scope_violation', /secrets/],
+    ['SELECT db.func(1) FROM orders', 'scope_violation', /schema-qualified/],
+    ['SELECT ? FROM orders', 'scope_violation'],
+    ['SELECT * FROM orders WHERE id = :x', 'scope_violation'],
+    ['SELECT * FROM orders PARTITION (p0)', 'invalid_sql'],
+    ['SELECT * FROM (orders JOIN customers ON 1 = 1)', 'scope_violation'],
+    ["SELECT EXTRACTVALUE('<a/>', '/a')", 'scope_violation'],
+    ['SELECT * FROM', 'invalid_sql'],
+    ['', 'invalid_sql'],
+    ['SELECT 1\u0000', 'invalid_sql'],
+  ];
+  for (const [sql, code, message] of cases) {
+    const r = refused(sql);
+    t.equal(r.code, code, `${JSON.stringify(sql)}: ${code}`);
+    if (message) t.match(r.message, message, `${JSON.stringify(sql)}: says why`);
+  }
+});
+
+t.test('scopes: read:* and system schemas are refused; unqualified and qualified names resolve', async (t) => {
+  t.throws(() => mysqlPolicy({ ...scopes([]), read: 'all' }), { code: 'invalid_scope' });
+  t.throws(() => mysqlPolicy(scopes(['mysql.user'])), { code: 'invalid_scope' });
+  const p = mysqlPolicy(scopes(['shop.orders']));
+  t.same(checkMysql('SELECT * FROM orders', p).tables, ['shop.orders'], 'an unambiguous table name resolves to its scoped schema');
+  t.match(checkMysql('SELECT * FROM orders', p).sql, /`shop`\.`orders`/);
+  const two = mysqlPolicy(scopes(['a.orders', 'b.orders']));
+  t.throws(() => checkMysql('SELECT * FROM orders', two), { code: 'scope_violation' }, 'ambiguous without a schema');
+});
