@@ -1,0 +1,106 @@
+/**
+ * The CLI's HTTP client (also the API caller of `svc mcp`): one call = one request with the agent
+ * key as a Bearer token. Failures become a `CliFailure` with the documented exit status and a
+ * message that says what to do next.
+ */
+import { queryString, type ApiCall, type ApiCaller, type ApiResult } from '../../control-plane/mcp/tools.js';
+
+/** Exit statuses (README): 0 ok, 1 verification failed, 2 usage, 3 auth, 4 other client error, 5 server or network error. */
+export const EXIT = { ok: 0, verifyFailed: 1, usage: 2, auth: 3, client: 4, server: 5 } as const;
+
+export class CliFailure extends Error {
+  readonly exitCode: number;
+  /** the API's error body, printed on stdout with --json */
+  readonly body: unknown;
+  constructor(exitCode: number, message: string, body?: unknown) {
+    super(message);
+    this.name = 'CliFailure';
+    this.exitCode = exitCode;
+    this.body = body;
+  }
+}
+
+export interface ClientOptions {
+  readonly baseUrl: string;
+  readonly apiKey: string | undefined;
+  /** where the key would be read from, for messages */
+  readonly keySource: string;
+  readonly timeoutMs?: number;
+}
+
+export function exitCodeForStatus(status: number): number {
+  if (status === 401) return EXIT.auth;
+  if (status >= 400 && status < 500) return EXIT.client;
+  return EXIT.server;
+}
+
+function nextStep(status: number, code: string, headers: Headers, o: ClientOptions): string {
+  switch (code) {
+    case 'unauthorized':
+      return `set SVC_API_KEY to your agent key (svc_conn_…) or run: svc signup --org <name> --agent <name>  (key looked up in ${o.keySource})`;
+    case 'payment_required':
+      return 'top up the wallet: svc topup <amount_cents>, then retry';
+    case 'connection_expired':
+    case 'connection_revoked':
+      return 'open a new connection: svc connect <target_id> --scope <scope>';
+    case 'scope_violation':
+      return 'read only the tables in the connection scopes (svc connection <id> shows them), or open a connection with wider scopes';
+    case 'invalid_scope':
+      return 'see the scope grammar: svc target <target_id>';
+    case 'not_found':
+      return 'check the id: svc connections, svc targets, svc relay list';
+    case 'rate_limited':
+      return `retry after ${headers.get('retry-after') ?? 'a few'} second(s)`;
+    case 'relay_unavailable':
+      return 'start the relay next to the database (svc-relay run …) and check svc relay list';
+    case 'query_timeout':
+      return 'narrow the statement (filters, LIMIT) and retry';
+    default:
+      return status >= 500 ? 'retry shortly; if it persists, quote the request id' : '';
+  }
+}
+
+export function httpCaller(o: ClientOptions): ApiCaller {
+  return async (call: ApiCall): Promise<ApiResult> => {
+    const headers: Record<string, string> = { accept: 'application/json' };
+    if (!call.anonymous && o.apiKey) headers['authorization'] = `Bearer ${o.apiKey}`;
+    if (call.body !== undefined) headers['content-type'] = 'application/json';
+    const res = await fetch(o.baseUrl.replace(/\/+$/, '') + call.path + queryString(call.query), {
+      method: call.method,
+      headers,
+      signal: AbortSignal.timeout(o.timeoutMs ?? 120_000),
+      ...(call.body !== undefined ? { body: JSON.stringify(call.body) } : {}),
+    });
+    const text = await res.text();
+    let body: unknown;
+    try {
+      body = text ? (JSON.parse(text) as unknown) : undefined;
+    } catch {
+      body = undefined;
+    }
+    return { status: res.status, body, text, headers: res.headers };
+  };
+}
+
+/** Make the call; a non-2xx answer or an unreachable server throws a CliFailure. */
+export async function request(o: ClientOptions, call: ApiCall): Promise<ApiResult> {
+  if (!call.anonymous && !o.apiKey) {
+    throw new CliFailure(EXIT.auth, `no agent key: set SVC_API_KEY, or run svc signup --org <name> --agent <name> to create an account and store its key in ${o.keySource}`);
+  }
+  let r: ApiResult;
+  try {
+    r = await httpCaller(o)(call);
+  } catch (err) {
+    const e = err as Error & { cause?: { code?: string; message?: string } };
+    const why = e.name === 'TimeoutError' ? 'no answer in time' : (e.cause?.code ?? e.cause?.message ?? e.message);
+    throw new CliFailure(EXIT.server, `cannot reach the svc API at ${o.baseUrl} (${why}); is the server running? set --base-url or SVC_BASE_URL`);
+  }
+  if (r.status >= 400) {
+    const e = (r.body as { error?: { code?: unknown; message?: unknown } } | undefined)?.error;
+    const code = typeof e?.code === 'string' ? e.code : `http_${r.status}`;
+    const message = typeof e?.message === 'string' ? e.message : r.text.slice(0, 300);
+    const next = nextStep(r.status, code, r.headers ?? new Headers(), o);
+    throw new CliFailure(exitCodeForStatus(r.status), `${code} (HTTP ${r.status}): ${message}${next ? `\nnext: ${next}` : ''}`, r.body);
+  }
+  return r;
+}

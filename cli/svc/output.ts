@@ -1,0 +1,82 @@
+/**
+ * Rendering for people (aligned tables, key: value lines) and for programs (JSON, JSONL, CSV),
+ * and a spinner on stderr shown only when stderr is a terminal.
+ */
+
+export interface Io {
+  out: (s: string) => void;
+  err: (s: string) => void;
+  /** stderr is a terminal: a spinner may be drawn there */
+  errIsTTY: boolean;
+  /** the whole of standard input (svc credentials add --secret-stdin) */
+  readStdin: () => Promise<string>;
+}
+
+const MAX_CELL = 60;
+
+export function cell(v: unknown): string {
+  let s: string;
+  if (v === null || v === undefined) s = v === null ? 'NULL' : '';
+  else if (typeof v === 'object') s = JSON.stringify(v);
+  else s = String(v);
+  s = s.replace(/[\r\n\t]/g, ' ');
+  return s.length > MAX_CELL ? `${s.slice(0, MAX_CELL - 1)}…` : s;
+}
+
+/** An aligned text table; numbers right-aligned. */
+export function table(columns: readonly string[], rows: readonly Record<string, unknown>[]): string {
+  const cells = rows.map((r) => columns.map((c) => cell(r[c])));
+  const numeric = columns.map((c) => rows.length > 0 && rows.every((r) => r[c] === null || typeof r[c] === 'number'));
+  const widths = columns.map((c, i) => Math.max(c.length, ...cells.map((row) => (row[i] ?? '').length)));
+  const line = (vals: readonly string[]): string =>
+    vals
+      .map((v, i) => (numeric[i] ? v.padStart(widths[i] ?? 0) : v.padEnd(widths[i] ?? 0)))
+      .join('  ')
+      .trimEnd();
+  return [line(columns), line(widths.map((w) => '-'.repeat(w))), ...cells.map(line)].join('\n') + '\n';
+}
+
+/** RFC 4180 CSV: fields with a comma, quote or line break are quoted, quotes doubled. */
+export function csv(columns: readonly string[], rows: readonly Record<string, unknown>[]): string {
+  const field = (v: unknown): string => {
+    const s = v === null || v === undefined ? '' : typeof v === 'object' ? JSON.stringify(v) : String(v);
+    return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+  };
+  return [columns.map(field).join(','), ...rows.map((r) => columns.map((c) => field(r[c])).join(','))].join('\r\n') + '\r\n';
+}
+
+export function jsonl(rows: readonly unknown[]): string {
+  return rows.map((r) => `${JSON.stringify(r)}\n`).join('');
+}
+
+/** key: value lines for one object (nested values as JSON). */
+export function keyValues(o: Record<string, unknown>): string {
+  const keys = Object.keys(o);
+  const w = Math.max(0, ...keys.map((k) => k.length));
+  return keys.map((k) => `${`${k}:`.padEnd(w + 1)} ${typeof o[k] === 'object' && o[k] !== null ? JSON.stringify(o[k]) : String(o[k])}`).join('\n') + '\n';
+}
+
+const FRAMES = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+
+/** Runs `work`; while it waits (after 200 ms), a spinner turns on stderr if stderr is a terminal. */
+export async function withSpinner<T>(io: Io, label: string, work: () => Promise<T>): Promise<T> {
+  if (!io.errIsTTY) return work();
+  let i = 0;
+  let shown = false;
+  const tick = (): void => {
+    shown = true;
+    io.err(`\r${FRAMES[i++ % FRAMES.length] ?? ''} ${label}`);
+  };
+  const start = setTimeout(() => {
+    tick();
+    timer = setInterval(tick, 80);
+  }, 200);
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await work();
+  } finally {
+    clearTimeout(start);
+    if (timer) clearInterval(timer);
+    if (shown) io.err(`\r${' '.repeat(label.length + 2)}\r`);
+  }
+}

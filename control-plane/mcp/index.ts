@@ -1,0 +1,90 @@
+/**
+ * The hosted MCP tool server: POST /mcp (and /v1/mcp), the MCP streamable HTTP transport of the
+ * official SDK in stateless mode (a fresh server and transport per request, JSON responses),
+ * authenticated by the agent key like every other route (401 without it). Each tool call is made
+ * in process through fastify's inject with the caller's own Authorization header, so a tool
+ * behaves exactly like its HTTP operation: same auth, validation, rate limits, handlers, errors.
+ */
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { Type } from 'typebox';
+import { ApiError } from '../errors.js';
+import { type App, ErrorSchema, errors } from '../routes/context.js';
+import { createMcpServer, MCP_SERVER_INFO } from './server.js';
+import { queryString, type ApiCaller } from './tools.js';
+
+export { createMcpServer, MCP_SERVER_INFO };
+export { queryString, runTool, TOOLS, UNTRUSTED_NOTICE, type ApiCall, type ApiCaller, type ApiResult } from './tools.js';
+
+export const MCP_PATHS = ['/mcp', '/v1/mcp'] as const;
+
+function injectCaller(app: App, authorization: string, remoteAddress: string): ApiCaller {
+  return async (call) => {
+    const headers: Record<string, string> = {};
+    if (!call.anonymous) headers['authorization'] = authorization;
+    if (call.body !== undefined) headers['content-type'] = 'application/json';
+    const res = await app.inject({
+      method: call.method,
+      url: call.path + queryString(call.query),
+      headers,
+      remoteAddress,
+      ...(call.body !== undefined ? { payload: JSON.stringify(call.body) } : {}),
+    });
+    let body: unknown;
+    try {
+      body = res.body ? (JSON.parse(res.body) as unknown) : undefined;
+    } catch {
+      body = undefined;
+    }
+    return { status: res.statusCode, body, text: res.body };
+  };
+}
+
+export function mcpRoutes(app: App): void {
+  for (const url of MCP_PATHS) {
+    app.post(
+      url,
+      {
+        schema: {
+          summary: 'MCP tool server (streamable HTTP transport, stateless, JSON responses): every agent operation as a tool',
+          description:
+            'A JSON-RPC 2.0 message of the Model Context Protocol (initialize, tools/list, tools/call …). Send Accept: application/json, text/event-stream. Tools: list_targets, describe_target, list_packs, open_connection, list_connections, describe_connection, revoke_connection, query, list_audit_events, export_audit, verify_audit, get_usage, top_up_wallet, webhook, credential and relay tools. Tool errors carry the API error code.',
+          tags: ['mcp'],
+          body: Type.Unknown({ description: 'a JSON-RPC 2.0 request or notification' }),
+          response: { ...errors(400, 415) },
+        },
+      },
+      async (req, reply) => {
+        const authorization = req.headers.authorization ?? '';
+        const server = createMcpServer(injectCaller(app, authorization, req.ip));
+        const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+        reply.hijack(); // the transport writes the response itself
+        reply.raw.on('close', () => {
+          void transport.close();
+          void server.close();
+        });
+        try {
+          await server.connect(transport);
+          await transport.handleRequest(req.raw, reply.raw, req.body);
+        } catch (err) {
+          req.log.error({ err: { message: (err as Error).message } }, 'mcp request failed');
+          if (!reply.raw.headersSent) {
+            reply.raw.writeHead(500, { 'content-type': 'application/json' });
+            reply.raw.end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32603, message: 'internal error' }, id: null }));
+          } else if (!reply.raw.writableEnded) reply.raw.end();
+        }
+      },
+    );
+    // stateless: no server-initiated stream and no session to delete
+    for (const method of ['GET', 'DELETE'] as const) {
+      app.route({
+        method,
+        url,
+        schema: { summary: `Not offered: the MCP server is stateless (no ${method === 'GET' ? 'server-sent event stream' : 'session'}); answers 405`, tags: ['mcp'], response: { 405: ErrorSchema } },
+        handler: async (_req, reply) => {
+          void reply.header('allow', 'POST');
+          throw new ApiError('method_not_allowed', `${method} ${url} is not offered: this MCP server is stateless; POST JSON-RPC messages to ${url}`);
+        },
+      });
+    }
+  }
+}
