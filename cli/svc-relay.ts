@@ -4,13 +4,14 @@
  *
  *   svc-relay enroll --control-plane <url> --token <t> --config-dir <dir> [--name <n>] [--force]
  *   svc-relay run --config-dir <dir> --database-url <url> [--health-port <port>]
+ *                 [--max-rows <n>] [--max-bytes <n>] [--statement-timeout-ms <ms>] [--pool-size <n>]
  *
  * Exit status: 0 ok, 2 usage, 1 failure (the coded message on stderr).
  */
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
-import { RelayAgent, RelayError, certificateNotAfter, createExecutor, enroll, loadConfig, startHealthServer, wsDialer, RELAY_AGENT_VERSION, type HealthServer } from '../relay-agent/index.js';
+import { DEFAULT_EXECUTOR_LIMITS, RelayAgent, RelayCredentials, RelayError, createExecutor, enroll, loadConfig, startHealthServer, wsDialer, RELAY_AGENT_VERSION, type HealthServer } from '../relay-agent/index.js';
 
 export interface CliIo {
   out: (s: string) => void;
@@ -32,6 +33,26 @@ function parsePort(v: string): number {
   const n = Number(v);
   if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError('must be a port number (0-65535)');
   return n;
+}
+
+/** a whole number in [min, max] */
+function intOption(min: number, max: number): (v: string) => number {
+  return (v) => {
+    if (!/^\d+$/.test(v.trim())) throw new InvalidArgumentError(`must be a whole number from ${min} to ${max}`);
+    const n = Number(v);
+    if (!Number.isSafeInteger(n) || n < min || n > max) throw new InvalidArgumentError(`must be a whole number from ${min} to ${max}`);
+    return n;
+  };
+}
+
+interface RunOptions {
+  configDir: string;
+  databaseUrl: string;
+  healthPort?: number;
+  maxRows?: number;
+  maxBytes?: number;
+  statementTimeoutMs?: number;
+  poolSize?: number;
 }
 
 function failure(err: unknown): string {
@@ -75,11 +96,23 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
     .requiredOption('--config-dir <dir>', 'the directory enroll wrote')
     .requiredOption('--database-url <url>', 'postgres:// URL of the database, with a read-only role')
     .option('--health-port <port>', 'serve /healthz and /metrics on 127.0.0.1:<port>', parsePort)
-    .action(async (o: { configDir: string; databaseUrl: string; healthPort?: number }) => {
+    .option('--max-rows <n>', `most rows one query returns, whatever the control plane asks (default ${DEFAULT_EXECUTOR_LIMITS.maxRows})`, intOption(1, 100_000_000))
+    .option('--max-bytes <n>', `most bytes of values one query returns (default ${DEFAULT_EXECUTOR_LIMITS.maxBytes})`, intOption(1024, 1_000_000_000_000))
+    .option('--statement-timeout-ms <ms>', `longest a statement may run (default ${DEFAULT_EXECUTOR_LIMITS.maxTimeoutMs})`, intOption(100, 86_400_000))
+    .option('--pool-size <n>', 'database connections kept by the relay (default 4)', intOption(1, 200))
+    .action(async (o: RunOptions) => {
       let health: HealthServer | null = null;
       const exec = (() => {
         try {
-          return createExecutor({ databaseUrl: o.databaseUrl });
+          return createExecutor({
+            databaseUrl: o.databaseUrl,
+            ...(o.poolSize !== undefined ? { poolSize: o.poolSize } : {}),
+            limits: {
+              ...(o.maxRows !== undefined ? { maxRows: o.maxRows } : {}),
+              ...(o.maxBytes !== undefined ? { maxBytes: o.maxBytes } : {}),
+              ...(o.statementTimeoutMs !== undefined ? { maxTimeoutMs: o.statementTimeoutMs } : {}),
+            },
+          });
         } catch (err) {
           io.err(`svc-relay run: RELAY_ERR_INVALID_ARGUMENT: bad --database-url: ${(err as Error).message}\n`);
           return null;
@@ -91,10 +124,12 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
       }
       try {
         const cfg = loadConfig(o.configDir);
+        // renewals are written back into the config dir; the dialer presents the newest certificate
+        const credentials = new RelayCredentials(cfg, { configDir: o.configDir });
         const agent = new RelayAgent({
-          dial: wsDialer(cfg),
+          dial: wsDialer(() => credentials.current),
           handler: exec.handle,
-          certificateNotAfter: certificateNotAfter(cfg.certPem),
+          renewal: { certificate: credentials.validity, renew: (signal) => credentials.renew(signal) },
           log: (line) => io.err(`svc-relay: ${line}\n`),
         });
         if (o.healthPort !== undefined) health = await startHealthServer(agent, o.healthPort);
@@ -103,6 +138,8 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
           void agent.drain();
         });
         io.err(`svc-relay: relay ${cfg.relay_id} dialing ${cfg.tunnel_url}${health ? `; health on 127.0.0.1:${health.port}` : ''}\n`);
+        const renewAt = agent.renewAt();
+        io.err(`svc-relay: certificate ${credentials.validity.serial} valid until ${credentials.validity.notAfter.toISOString()}${renewAt !== null ? `; renews itself at about ${new Date(renewAt).toISOString()}` : ''}\n`);
         const exit = await agent.run();
         if (exit.reason === 'permanent') {
           io.err(`svc-relay run: RELAY_ERR_PERMANENT_REFUSAL: ${exit.message}\n`);

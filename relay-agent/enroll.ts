@@ -3,7 +3,7 @@
  * token to the control plane, and writes key/cert/CA/relay.json into the config directory
  * (directory 0700, files 0600). The private key never leaves the machine.
  */
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { generateKeyAndCsr } from '../pki/index.js';
 import { RelayError } from './errors.js';
@@ -12,6 +12,8 @@ export const KEY_FILE = 'key.pem';
 export const CERT_FILE = 'cert.pem';
 export const CA_FILE = 'ca.pem';
 export const RELAY_JSON = 'relay.json';
+/** a renewed key/certificate waiting to be renamed into place (see renew.ts) */
+export const NEXT_SUFFIX = '.next';
 
 export interface RelayConfig {
   relay_id: string;
@@ -120,8 +122,30 @@ export interface LoadedConfig extends RelayConfig {
   caCertPem: string;
 }
 
-/** Reads what enroll wrote. */
+/**
+ * A renewal writes key.pem.next and cert.pem.next, then renames the key, then the certificate.
+ * Both still there: the switch never started, the old pair stands. Only the certificate there:
+ * the key was switched, finish with the certificate.
+ */
+function finishInterruptedRenewal(configDir: string): void {
+  const keyNext = join(configDir, KEY_FILE + NEXT_SUFFIX);
+  const certNext = join(configDir, CERT_FILE + NEXT_SUFFIX);
+  if (!existsSync(certNext)) return rmSync(keyNext, { force: true });
+  if (existsSync(keyNext)) {
+    rmSync(keyNext, { force: true });
+    rmSync(certNext, { force: true });
+    return;
+  }
+  renameSync(certNext, join(configDir, CERT_FILE));
+}
+
+/** Reads what enroll wrote (and what renewals replaced). */
 export function loadConfig(configDir: string): LoadedConfig {
+  try {
+    finishInterruptedRenewal(configDir);
+  } catch (err) {
+    throw new RelayError('RELAY_ERR_CONFIG_INVALID', `cannot finish an interrupted certificate renewal in ${configDir}: ${(err as Error).message}`, { cause: err });
+  }
   const read = (f: string): string => {
     try {
       return readFileSync(join(configDir, f), 'utf8');

@@ -16,6 +16,7 @@ export const RELAY_ERRORS = [
   'RELAY_ERR_TIMEOUT',
   'RELAY_ERR_PERMANENT_REFUSAL',
   'RELAY_ERR_STATE',
+  'RELAY_ERR_RENEW_FAILED',
 ] as const;
 export type RelayErrorCode = (typeof RELAY_ERRORS)[number];
 

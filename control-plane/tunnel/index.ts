@@ -1,22 +1,35 @@
 /**
  * The tunnel listener: one mutual-TLS WebSocket per relay, on its own port. The TLS handshake
  * accepts only client certificates our CA issued; the upgrade then checks the certificate against
- * the store (revoked, superseded past its overlap, relay deleted) and answers 403 with the reason
- * before any WebSocket exists. An accepted relay gets a protocol Session (the control plane opens
- * the streams) and is registered as online; deleting it closes its tunnel at once.
+ * the store (revoked, superseded past its overlap, relay deleted) and answers 401/403 with the
+ * reason before any WebSocket exists. An accepted relay gets a protocol Session (the control plane
+ * opens the streams) and is registered as online once its HELLO arrives; deleting it closes its
+ * tunnel at once.
+ *
+ * The same port answers `POST /v1/relay/renew`: a relay authenticated by its current client
+ * certificate (the same checks as the upgrade, same refusal reasons) sends a CSR for a NEW key
+ * pair and gets its next certificate (a rotation: the old one stays valid for the overlap window,
+ * and is revoked once the new one is seen on a tunnel). The relay then dials a second tunnel with
+ * the new certificate; when it is ready it replaces the first, which DRAINS (GOAWAY, its running
+ * streams finish) instead of being cut, so a renewal drops no query.
  */
 import https from 'node:https';
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { issueServerCertificate, tlsServerOptions, verifyClientCertificate, type Ca } from '../../pki/index.js';
 import { CloseCode, DEFAULT_MAX_FRAME_SIZE, Session, webSocketTransport, type Transport } from '../../protocol/index.js';
-import { certificateInUse, checkCertificate } from '../relays/index.js';
+import { isApiError } from '../errors.js';
+import { relayCa } from '../relays/ca.js';
+import { certificateInUse, checkCertificate, reissue, type RelayOptions } from '../relays/index.js';
 import type { Store } from '../store/index.js';
 
 /** Close reasons a relay must treat as permanent (do not reconnect). */
 export const PERMANENT_REASONS = ['relay_revoked', 'certificate_revoked'] as const;
+
+/** the path on the tunnel port where a relay renews its certificate over mutual TLS */
+export const RENEW_PATH = '/v1/relay/renew';
 
 export interface LiveTunnel {
   readonly relayId: string;
@@ -25,11 +38,25 @@ export interface LiveTunnel {
   readonly session: Session;
   readonly connectedAt: Date;
   version: string | null;
+  /** cut the tunnel's socket at once (no close handshake): what a network failure looks like */
+  readonly terminate: () => void;
+}
+
+export interface TunnelRegistryOptions {
+  /** how long a replaced tunnel may drain its running streams before it is closed (default 60 s) */
+  readonly drainTimeoutMs?: number;
 }
 
 /** Which relays have a live tunnel, and a way to cut one. */
 export class TunnelRegistry {
   private readonly live = new Map<string, LiveTunnel>();
+  /** replaced tunnels still finishing their streams */
+  private readonly draining = new Set<LiveTunnel>();
+  readonly drainTimeoutMs: number;
+
+  constructor(o: TunnelRegistryOptions = {}) {
+    this.drainTimeoutMs = o.drainTimeoutMs ?? 60_000;
+  }
 
   online(relayId: string): boolean {
     return this.live.has(relayId);
@@ -39,24 +66,39 @@ export class TunnelRegistry {
     return this.live.get(relayId);
   }
 
-  /** @internal */
+  /** tunnels of a relay that were replaced and are still draining */
+  drainingOf(relayId: string): LiveTunnel[] {
+    return [...this.draining].filter((t) => t.relayId === relayId);
+  }
+
+  /**
+   * @internal The tunnel becomes the relay's current one. A previous tunnel (the relay switched
+   * to a renewed certificate, or reconnected while the old socket lingers) drains: no new streams,
+   * the running ones finish, then it closes (at the latest after drainTimeoutMs).
+   */
   add(t: LiveTunnel): void {
     const previous = this.live.get(t.relayId);
     this.live.set(t.relayId, t);
-    previous?.session.close(CloseCode.NORMAL, 'replaced by a newer connection');
+    if (!previous || previous === t) return;
+    this.draining.add(previous);
+    previous.session.closed.then(() => this.draining.delete(previous), () => this.draining.delete(previous));
+    void previous.session.drain({ timeoutMs: this.drainTimeoutMs, message: 'replaced by a newer connection' });
   }
 
   /** @internal */
   remove(t: LiveTunnel): void {
     if (this.live.get(t.relayId) === t) this.live.delete(t.relayId);
+    this.draining.delete(t);
   }
 
-  /** Close a relay's tunnel now (deleted or revoked); the reason tells the relay not to come back. */
+  /** Close a relay's tunnels now (deleted or revoked); the reason tells the relay not to come back. */
   disconnect(relayId: string, reason: (typeof PERMANENT_REASONS)[number]): void {
     const t = this.live.get(relayId);
-    if (!t) return;
     this.live.delete(relayId);
-    t.session.close(1008, reason); // WebSocket policy violation
+    for (const d of [...(t ? [t] : []), ...this.drainingOf(relayId)]) {
+      this.draining.delete(d);
+      d.session.close(1008, reason); // WebSocket policy violation
+    }
   }
 
   get size(): number {
@@ -64,8 +106,9 @@ export class TunnelRegistry {
   }
 
   closeAll(): void {
-    for (const t of this.live.values()) t.session.close(1001, 'control plane shutting down'); // WebSocket going away
+    for (const t of [...this.live.values(), ...this.draining]) t.session.close(1001, 'control plane shutting down'); // WebSocket going away
     this.live.clear();
+    this.draining.clear();
   }
 }
 
@@ -82,6 +125,8 @@ export interface TunnelOptions {
   readonly ca: Ca;
   /** the registry the API reads (status) and cuts through (delete) */
   readonly registry: TunnelRegistry;
+  /** validity and overlap of the certificates `POST /v1/relay/renew` issues */
+  readonly relayOptions: RelayOptions;
   readonly log?: { warn(obj: object, msg: string): void; info(obj: object, msg: string): void };
 }
 
@@ -91,9 +136,54 @@ export interface TunnelListener {
   close(): Promise<void>;
 }
 
+/** A relay authenticated by its client certificate, or the refusal a relay can act on. */
+type Peer = { ok: true; relayId: string; orgId: string; serial: string } | { ok: false; status: 401 | 403; reason: string };
+
+/**
+ * The full check of the client certificate (issuer signature, validity, usage, our identity, then
+ * the store's deny list), shared by the tunnel upgrade and the renewal endpoint so both refuse
+ * with the same reasons (e.g. an expired certificate: `certificate_expired: enroll again`).
+ */
+async function authenticate(store: Store, ca: Ca, socket: TLSSocket): Promise<Peer> {
+  const peer = socket.getPeerX509Certificate?.();
+  if (!peer) return { ok: false, status: 401, reason: 'client_certificate_required' };
+  const verdict = verifyClientCertificate(ca, peer, { isRevoked: () => false });
+  if (!verdict.ok) return verdict.code === 'PKI_ERR_EXPIRED' ? { ok: false, status: 401, reason: 'certificate_expired: enroll again' } : { ok: false, status: 403, reason: verdict.code };
+  const check = await checkCertificate(store, verdict.identity.serial, verdict.identity.fingerprint256);
+  if (!check.ok) return { ok: false, status: 403, reason: check.reason === 'relay_deleted' ? 'relay_revoked' : check.reason === 'unknown' ? 'certificate_unknown' : 'certificate_revoked' };
+  return { ok: true, relayId: check.relayId, orgId: check.orgId, serial: verdict.identity.serial };
+}
+
 function refuse(socket: Duplex, status: 401 | 403, reason: string): void {
   const text = status === 401 ? 'Unauthorized' : 'Forbidden';
   socket.end(`HTTP/1.1 ${status} ${text}\r\nconnection: close\r\ncontent-type: text/plain\r\nx-svc-reason: ${reason}\r\ncontent-length: ${reason.length}\r\n\r\n${reason}`);
+}
+
+/** a JSON error in the API's shape; `reason` (also in x-svc-reason) is the upgrade's refusal reason */
+function sendError(res: ServerResponse, status: number, code: string, message: string, reason?: string): void {
+  const headers: Record<string, string> = { 'content-type': 'application/json', connection: 'close' };
+  if (reason !== undefined) headers['x-svc-reason'] = reason;
+  res.writeHead(status, headers).end(JSON.stringify({ error: { code, message, ...(reason !== undefined ? { reason } : {}) } }));
+}
+
+const MAX_RENEW_BODY = 64 * 1024;
+
+function readBody(req: IncomingMessage): Promise<string | null> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > MAX_RENEW_BODY) {
+        chunks.length = 0; // answered 413; the rest is read and dropped (cut past 16 times the limit)
+        if (size > 16 * MAX_RENEW_BODY) req.destroy();
+        return resolve(null);
+      }
+      chunks.push(c);
+    });
+    req.on('end', () => resolve(size > MAX_RENEW_BODY ? null : Buffer.concat(chunks).toString('utf8')));
+    req.on('error', reject);
+  });
 }
 
 export async function startTunnelListener(o: TunnelOptions): Promise<TunnelListener> {
@@ -102,22 +192,61 @@ export async function startTunnelListener(o: TunnelOptions): Promise<TunnelListe
   // upgrade handler verifies it fully (issuer signature, validity, usage, our identity, the store's
   // deny list) and answers with a reason a relay can act on (e.g. an expired certificate: enroll again).
   const tlsOptions = { ...tlsServerOptions({ keyPem: server.keyPem, certPem: server.certPem, caCertPem: o.ca.certPem }), rejectUnauthorized: false };
-  const https_ = https.createServer(tlsOptions, (_req, res) => {
-    res.writeHead(426, { 'content-type': 'text/plain', upgrade: 'websocket' }).end('the svc tunnel speaks WebSocket only');
+  const https_ = https.createServer(tlsOptions, (req, res) => {
+    if ((req.url ?? '').split('?')[0] !== RENEW_PATH) {
+      res.writeHead(426, { 'content-type': 'text/plain', upgrade: 'websocket' }).end('the svc tunnel speaks WebSocket only');
+      return;
+    }
+    renew(req, res).catch((err: unknown) => {
+      o.log?.warn({ err: { message: (err as Error).message } }, 'relay certificate renewal failed');
+      if (!res.headersSent) sendError(res, 500, 'internal_error', 'the renewal failed on our side; retry later');
+      else res.destroy();
+    });
   });
   const wss = new WebSocketServer({ noServer: true, maxPayload: DEFAULT_MAX_FRAME_SIZE + 12 });
   const registry = o.registry;
+  const ca = relayCa(o.ca);
+
+  const renew = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    if (req.method !== 'POST') {
+      res.setHeader('allow', 'POST');
+      return sendError(res, 405, 'method_not_allowed', `${RENEW_PATH} takes POST`);
+    }
+    const peer = await authenticate(o.store, o.ca, req.socket as TLSSocket);
+    if (!peer.ok) {
+      const message = peer.reason.startsWith('certificate_expired')
+        ? 'the relay certificate expired: it cannot renew itself; enroll again with a new token (svc-relay enroll --force)'
+        : `the client certificate is not accepted (${peer.reason})`;
+      return sendError(res, peer.status, peer.status === 401 ? 'unauthorized' : 'forbidden', message, peer.reason);
+    }
+    const raw = await readBody(req);
+    if (raw === null) return sendError(res, 413, 'payload_too_large', `the body is over ${MAX_RENEW_BODY} bytes`);
+    let csr: unknown;
+    try {
+      csr = (JSON.parse(raw) as { csr_pem?: unknown } | null)?.csr_pem;
+    } catch {
+      csr = undefined;
+    }
+    if (typeof csr !== 'string' || csr.length === 0 || csr.length > 20_000) {
+      return sendError(res, 400, 'invalid_request', 'the body must be JSON {"csr_pem": "<PEM CSR for a new key pair>"}');
+    }
+    try {
+      const r = await reissue(o.store, ca, o.relayOptions, peer.orgId, peer.relayId, csr, 'rotate');
+      o.log?.info({ relay_id: peer.relayId, serial: r.serial, replaces: peer.serial }, 'relay certificate renewed');
+      res.writeHead(200, { 'content-type': 'application/json' }).end(
+        JSON.stringify({ relay_id: r.relay_id, certificate_pem: r.certificate_pem, ca_certificate_pem: r.ca_certificate_pem, expires_at: r.expires_at, serial: r.serial }),
+      );
+    } catch (err) {
+      if (isApiError(err)) return sendError(res, err.status, err.code, err.message);
+      throw err;
+    }
+  };
 
   https_.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     void (async () => {
-      const tls = socket as TLSSocket;
-      const peer = tls.getPeerX509Certificate?.();
-      if (!peer) return refuse(socket, 401, 'client_certificate_required');
-      const verdict = verifyClientCertificate(o.ca, peer, { isRevoked: () => false });
-      if (!verdict.ok) return refuse(socket, verdict.code === 'PKI_ERR_EXPIRED' ? 401 : 403, verdict.code === 'PKI_ERR_EXPIRED' ? 'certificate_expired: enroll again' : verdict.code);
-      const check = await checkCertificate(o.store, verdict.identity.serial, verdict.identity.fingerprint256);
-      if (!check.ok) return refuse(socket, 403, check.reason === 'relay_deleted' ? 'relay_revoked' : check.reason === 'unknown' ? 'certificate_unknown' : 'certificate_revoked');
-      wss.handleUpgrade(req, socket, head, (ws) => attach(ws, check.relayId, check.orgId, verdict.identity.serial));
+      const peer = await authenticate(o.store, o.ca, socket as TLSSocket);
+      if (!peer.ok) return refuse(socket, peer.status, peer.reason);
+      wss.handleUpgrade(req, socket, head, (ws) => attach(ws, peer.relayId, peer.orgId, peer.serial));
     })().catch((err: unknown) => {
       o.log?.warn({ err: { message: (err as Error).message } }, 'tunnel upgrade failed');
       socket.destroy();
@@ -126,17 +255,20 @@ export async function startTunnelListener(o: TunnelOptions): Promise<TunnelListe
 
   const attach = (ws: WebSocket, relayId: string, orgId: string, serial: string): void => {
     const session = new Session(wsTransport(ws), { role: 'server' });
-    const tunnel: LiveTunnel = { relayId, orgId, serial, session, connectedAt: new Date(), version: null };
-    registry.add(tunnel);
+    const tunnel: LiveTunnel = { relayId, orgId, serial, session, connectedAt: new Date(), version: null, terminate: () => ws.terminate() };
     const seen = (): void => {
       void o.store.query('UPDATE relays SET last_seen_at = $2, version = coalesce($3, version) WHERE id = $1', [relayId, new Date().toISOString(), tunnel.version]).catch(() => undefined);
     };
+    // online (and the tunnel queries are routed to) only once HELLO completed: until then a
+    // previous tunnel of this relay keeps serving, so switching tunnels drops nothing
     session.ready.then(
       (n) => {
+        if (session.state === 'closed') return;
         tunnel.version = n.peer.agent ?? null;
+        registry.add(tunnel);
         seen();
         void certificateInUse(o.store, serial).catch(() => undefined);
-        o.log?.info({ relay_id: relayId }, 'relay connected');
+        o.log?.info({ relay_id: relayId, serial }, 'relay connected');
       },
       () => undefined,
     );
@@ -157,6 +289,7 @@ export async function startTunnelListener(o: TunnelOptions): Promise<TunnelListe
     close: async () => {
       registry.closeAll();
       wss.close();
+      https_.closeAllConnections();
       await new Promise<void>((resolve) => https_.close(() => resolve()));
     },
   };

@@ -85,7 +85,13 @@ async function controlPlane(t: { teardown: (fn: () => unknown) => void }, mode: 
 }
 
 t.test('usage errors exit 2', async (t) => {
-  for (const argv of [[], ['bogus'], ['enroll'], ['enroll', '--token', 'x'], ['run', '--config-dir', 'x'], ['run', '--config-dir', 'x', '--database-url', 'y', '--health-port', 'abc']]) {
+  for (const argv of [[], ['bogus'], ['enroll'], ['enroll', '--token', 'x'], ['run', '--config-dir', 'x'], ['run', '--config-dir', 'x', '--database-url', 'y', '--health-port', 'abc'],
+    ['run', '--config-dir', 'x', '--database-url', 'y', '--max-rows', '0'],
+    ['run', '--config-dir', 'x', '--database-url', 'y', '--max-rows', '1e3'],
+    ['run', '--config-dir', 'x', '--database-url', 'y', '--max-bytes', '10'],
+    ['run', '--config-dir', 'x', '--database-url', 'y', '--statement-timeout-ms', '-5'],
+    ['run', '--config-dir', 'x', '--database-url', 'y', '--pool-size', '0'],
+    ['run', '--config-dir', 'x', '--database-url', 'y', '--pool-size', 'many']]) {
     const { o, io: i } = io();
     t.equal(await main(argv, i), 2, argv.join(' '));
     t.ok(o.err.length > 0);

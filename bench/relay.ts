@@ -1,0 +1,478 @@
+/**
+ * `npm run bench` (part 3): the relay path against direct `pg`, on the same customer database
+ * in the same run.
+ *
+ * The customer database is a real PostgreSQL (BENCH_DATABASE_URL, else TEST_DATABASE_URL, else
+ * postgres://postgres@127.0.0.1:5432/test) when it answers, else PGlite over the wire
+ * (bench/customer-db.ts; SVC_TEST_FORCE_PGLITE=1 forces it). The control plane is built
+ * in-process (HTTP and the mutual-TLS tunnel listener on port 0); the relay is the compiled CLI
+ * `dist/cli/svc-relay.js` in a child process, enrolled with a real token, so its memory is read
+ * from /proc/<pid>/status.
+ *
+ * Paths, with the same statements:
+ *  - direct: a pg.Pool with as many connections as the relay's pool (POOL), one `pool.query`;
+ *  - tunnel: control plane → tunnel session → openStream → relay → pg (no HTTP, no policy);
+ *  - api:    POST /v1/connections/:id/query over real HTTP (auth, parse/check/rewrite, billing,
+ *            audit) → tunnel → relay → pg.
+ * Large results: a streamed read of about BENCH_RELAY_LARGE_MB MB of values over the tunnel,
+ * against a direct cursor read (DECLARE … FETCH 500, the relay's batch size) on one pg connection.
+ * Every measurement runs in BENCH_RELAY_ROUNDS interleaved rounds (default 3); ratios are the
+ * median of the per-round ratios, so drift on a shared machine hits both sides alike. Every
+ * answer is checked (the right row, the same bytes on both paths): a wrong one voids the run.
+ *
+ * Env: BENCH_RELAY_SECONDS (per measurement and round, default 1.5), BENCH_RELAY_LARGE_MB
+ * (default 64 on PostgreSQL, 16 on PGlite), BENCH_RELAY_POOL (default 8), BENCH_RELAY_CPU_PROF=<dir> (run the
+ * relay with --cpu-prof into <dir>), BENCH_RELAY_STORE=postgres (the control plane's own store on
+ * the same PostgreSQL instead of the embedded one, to separate the store's cost from the relay's).
+ */
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs/promises';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import pg from 'pg';
+import { buildApp, type SvcApp } from '../control-plane/app.js';
+import { loadConfig as loadServerConfig } from '../control-plane/config.js';
+import { loadConfig as loadRelayConfig } from '../relay-agent/index.js';
+import { memoryTransportPair, Session, type QueryOpen, type Value } from '../protocol/index.js';
+import { createExecutor } from '../relay-agent/index.js';
+import { customerDatabase, DEFAULT_CUSTOMER_DATABASE_URL, type CustomerDatabase } from './customer-db.js';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const RELAY_CLI = path.resolve(here, '../cli/svc-relay.js');
+const SECONDS = Number(process.env['BENCH_RELAY_SECONDS'] ?? 1.5);
+const ROUNDS = Math.max(1, Math.round(Number(process.env['BENCH_RELAY_ROUNDS'] ?? 3)));
+const POOL = Number(process.env['BENCH_RELAY_POOL'] ?? 8);
+const CPU_PROF = process.env['BENCH_RELAY_CPU_PROF'];
+const STORE = process.env['BENCH_RELAY_STORE'] === 'postgres' ? 'postgres' : 'embedded';
+const SMALL_ROWS = 10_000;
+const FETCH = 500; // the relay executor's default FETCH size, used by the direct cursor read too
+
+// ------------------------------------------------------------------ measurement helpers
+
+function quantile(sorted: number[], q: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN;
+}
+
+interface Run {
+  readonly qps: number;
+  /** latencies, ms */
+  readonly lat: number[];
+}
+
+/** several rounds of one path, with its throughput ratio to the baseline measured in each round */
+interface Summary {
+  /** median over rounds */
+  readonly qps: number;
+  /** median over rounds of (this path / the baseline in the same round) */
+  readonly ratio: number;
+  readonly p50: number;
+  readonly p99: number;
+  readonly n: number;
+}
+
+function median(xs: number[]): number {
+  return quantile([...xs].sort((a, b) => a - b), 0.5);
+}
+
+function summarize(runs: Run[], baseline: Run[]): Summary {
+  const lat = runs.flatMap((r) => r.lat).sort((a, b) => a - b);
+  return {
+    qps: median(runs.map((r) => r.qps)),
+    ratio: median(runs.map((r, i) => r.qps / (baseline[i]?.qps ?? Number.NaN))),
+    p50: quantile(lat, 0.5),
+    p99: quantile(lat, 0.99),
+    n: lat.length,
+  };
+}
+
+/** `concurrency` workers call `one(k)` back to back for `seconds`; latencies in ms */
+async function closedLoop(concurrency: number, seconds: number, one: (k: number) => Promise<void>): Promise<Run> {
+  const lat: number[] = [];
+  const end = performance.now() + seconds * 1000;
+  let k = 0;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (performance.now() < end) {
+        const s = performance.now();
+        await one(k++);
+        lat.push(performance.now() - s);
+      }
+    }),
+  );
+  const elapsed = (performance.now() - t0) / 1000;
+  return { qps: lat.length / elapsed, lat };
+}
+
+/** the bytes a result's values weigh, counted the same way on every path */
+function valueBytes(v: unknown): number {
+  if (typeof v === 'string') return Buffer.byteLength(v);
+  if (v instanceof Uint8Array) return v.length;
+  return 8;
+}
+
+function rowBytes(row: readonly unknown[]): number {
+  let b = 0;
+  for (const v of row) b += valueBytes(v);
+  return b;
+}
+
+/** user + system CPU seconds a process has used so far */
+async function cpuSecondsOf(pid: number): Promise<number> {
+  const stat = await fs.readFile(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (USER_HZ 100)
+}
+
+/** VmHWM / VmRSS of a process, MB */
+async function memoryOf(pid: number): Promise<{ hwm: number; rss: number }> {
+  const status = await fs.readFile(`/proc/${pid}/status`, 'utf8');
+  const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? Number.NaN);
+  return { hwm: kb('VmHWM') / 1024, rss: kb('VmRSS') / 1024 };
+}
+
+// ------------------------------------------------------------------ HTTP client (keep-alive, no fetch overhead)
+
+const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+
+function postJson(base: URL, urlPath: string, key: string, body: unknown): Promise<{ status: number; json: unknown }> {
+  const payload = Buffer.from(JSON.stringify(body));
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      { agent, host: base.hostname, port: base.port, path: urlPath, method: 'POST', headers: { 'content-type': 'application/json', 'content-length': payload.length, authorization: `Bearer ${key}` } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          try {
+            resolve({ status: res.statusCode ?? 0, json: JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown });
+          } catch (err) {
+            reject(err as Error);
+          }
+        });
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
+
+// ------------------------------------------------------------------ the set-up
+
+interface Rig {
+  readonly db: CustomerDatabase;
+  readonly svc: SvcApp;
+  readonly base: URL;
+  readonly key: string;
+  readonly relayId: string;
+  readonly connectionId: string;
+  readonly relay: ChildProcess;
+  readonly dataDir: string;
+  readonly configDir: string;
+  /** the control plane's own store, when it runs on PostgreSQL (BENCH_RELAY_STORE=postgres) */
+  readonly storeDb: CustomerDatabase | null;
+}
+
+async function seed(url: string): Promise<void> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    await c.query(`CREATE TABLE public.orders (id int PRIMARY KEY, tenant_id int NOT NULL, amount numeric(10,2) NOT NULL, note text NOT NULL)`);
+    await c.query(`INSERT INTO public.orders SELECT g, g % 7, g * 1.25, 'order ' || g FROM generate_series(1, ${SMALL_ROWS}) g`);
+    await c.query('ANALYZE public.orders');
+  } finally {
+    await c.end();
+  }
+}
+
+async function waitFor(what: string, ms: number, check: () => boolean | Promise<boolean>): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+async function setUp(largeMaxBytes: number): Promise<Rig> {
+  const db = await customerDatabase('svc_bench_relay', { baseUrl: process.env['BENCH_DATABASE_URL'] ?? DEFAULT_CUSTOMER_DATABASE_URL });
+  await seed(db.url);
+
+  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'svc-bench-relay-'));
+  // the control plane's store: embedded (the default, as `npm start`) or a PostgreSQL database
+  const storeDb = STORE === 'postgres' ? await customerDatabase('svc_bench_store', { baseUrl: process.env['BENCH_DATABASE_URL'] ?? DEFAULT_CUSTOMER_DATABASE_URL, forcePglite: false }) : null;
+  if (storeDb && storeDb.kind !== 'postgres') throw new Error('BENCH_RELAY_STORE=postgres needs a PostgreSQL at BENCH_DATABASE_URL / TEST_DATABASE_URL');
+  const config = loadServerConfig({
+    SVC_DATA_DIR: dataDir,
+    PORT: '0',
+    SVC_TUNNEL_PORT: '0',
+    LOG_LEVEL: 'silent',
+    SVC_RATE_LIMIT: '100000',
+    SVC_SIGNUP_RATE_LIMIT: '100000',
+    SVC_DEMO_WORKERS: '1',
+    ...(storeDb ? { DATABASE_URL: storeDb.url } : {}),
+  });
+  const svc = await buildApp(config, { awaitDemo: true }); // the demo engine idles during the measurements
+  await svc.app.listen({ host: '127.0.0.1', port: 0 });
+  const addr = svc.app.server.address();
+  if (!addr || typeof addr === 'string') throw new Error('no address');
+  const base = new URL(`http://127.0.0.1:${addr.port}`);
+  await svc.startTunnel();
+
+  const signup = await svc.app.inject({ method: 'POST', url: '/v1/agent/account', payload: { orgName: 'bench', agentName: 'bench', headless: true } });
+  const key = (JSON.parse(signup.body) as { apiKey: string }).apiKey;
+  const auth = { authorization: `Bearer ${key}` };
+  const topup = await svc.app.inject({ method: 'POST', url: '/v1/agent/topup', payload: { amount_cents: 1_000_000 }, headers: auth });
+  if (topup.statusCode !== 200) throw new Error(`top-up refused: ${topup.statusCode} ${topup.body}`);
+  const tok = await svc.app.inject({ method: 'POST', url: '/v1/relays/enroll-token', payload: {}, headers: auth });
+  const token = (JSON.parse(tok.body) as { token: string }).token;
+
+  // enroll and run with the compiled CLI, as a customer would
+  const configDir = await fs.mkdtemp(path.join(os.tmpdir(), 'svc-bench-relay-cfg-'));
+  await promisify(execFile)(process.execPath, [RELAY_CLI, 'enroll', '--control-plane', base.origin, '--token', token, '--config-dir', configDir, '--name', 'bench', '--force']);
+  const relayId = loadRelayConfig(configDir).relay_id;
+  const nodeArgs = CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(CPU_PROF)}`] : [];
+  const relay = spawn(
+    process.execPath,
+    [...nodeArgs, RELAY_CLI, 'run', '--config-dir', configDir, '--database-url', db.url, '--health-port', '0', '--pool-size', String(POOL), '--max-rows', '100000000', '--max-bytes', String(largeMaxBytes), '--statement-timeout-ms', '600000'],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+  let stderr = '';
+  relay.stderr?.on('data', (c: Buffer) => {
+    stderr = (stderr + c.toString('utf8')).slice(-4000);
+  });
+  relay.on('exit', (code) => {
+    if (code !== 0 && code !== null) process.stderr.write(`svc-relay exited ${code}: ${stderr}\n`);
+  });
+  try {
+    await waitFor('the relay tunnel', 20_000, () => {
+      if (relay.exitCode !== null) throw new Error(`svc-relay exited ${relay.exitCode}: ${stderr}`);
+      return svc.services.tunnels.get(relayId)?.session.state === 'open';
+    });
+  } catch (err) {
+    relay.kill('SIGTERM');
+    throw err;
+  }
+
+  const conn = await svc.app.inject({ method: 'POST', url: '/v1/connections', payload: { target_id: 'postgres-relay', scopes: [`relay:${relayId}`, 'read:public.orders'], tier: 'container', ttl_seconds: 3600 }, headers: auth });
+  if (conn.statusCode !== 201) throw new Error(`connection refused: ${conn.statusCode} ${conn.body}`);
+  const connectionId = (JSON.parse(conn.body) as { connectionId: string }).connectionId;
+  return { db, svc, base, key, relayId, connectionId, relay, dataDir, configDir, storeDb };
+}
+
+async function tearDown(r: Rig): Promise<void> {
+  const exited = new Promise((res) => r.relay.once('exit', res));
+  if (r.relay.exitCode === null) r.relay.kill('SIGTERM'); // drains; --cpu-prof writes its profile on exit
+  await Promise.race([exited, new Promise((res) => setTimeout(res, 10_000))]);
+  if (r.relay.exitCode === null) r.relay.kill('SIGKILL');
+  agent.destroy();
+  await r.svc.app.close();
+  await r.db.drop();
+  await r.storeDb?.drop();
+  await fs.rm(r.dataDir, { recursive: true, force: true });
+  await fs.rm(r.configDir, { recursive: true, force: true });
+}
+
+// ------------------------------------------------------------------ the measurements
+
+const smallSql = (k: number): { sql: string; id: number } => {
+  const id = (k % SMALL_ROWS) + 1;
+  return { id, sql: `SELECT id, tenant_id, amount, note FROM orders WHERE id = ${id}` };
+};
+
+interface Result {
+  readonly label: string;
+  readonly value: string;
+  readonly baseline: string;
+  readonly target?: { text: string; pass: boolean };
+}
+
+async function main(): Promise<void> {
+  const largeMbWanted = Number(process.env['BENCH_RELAY_LARGE_MB'] ?? 0);
+  const rig = await setUp(4 * 1024 * 1024 * 1024);
+  const largeMb = largeMbWanted > 0 ? largeMbWanted : rig.db.kind === 'postgres' ? 64 : 16;
+  const session = () => {
+    const live = rig.svc.services.tunnels.get(rig.relayId);
+    if (!live) throw new Error('the tunnel is gone');
+    return live.session;
+  };
+  const direct = new pg.Pool({ connectionString: rig.db.url, max: POOL });
+  let errors = 0;
+  const check = (ok: boolean, what: string) => {
+    if (!ok && errors++ < 5) process.stderr.write(`wrong answer: ${what}\n`);
+  };
+
+  const viaDirect = async (k: number) => {
+    const { sql, id } = smallSql(k);
+    const r = await direct.query({ text: sql, rowMode: 'array' });
+    check(r.rows[0]?.[0] === id, `direct ${id}`);
+  };
+  const open = (statement: string, maxRows: number, maxBytes: number): QueryOpen => ({ statement, limits: { maxRows, maxBytes }, timeoutMs: 600_000 });
+  const viaTunnel = async (k: number) => {
+    const { sql, id } = smallSql(k);
+    const r = await session().openStream(open(sql, 10_001, 10_000_000)).collect();
+    check(r.rows[0]?.[0] === id, `tunnel ${id}`);
+  };
+  // the relay's executor alone, in this process over an in-memory transport: no TLS, no
+  // WebSocket, no second process; separates the executor's own cost from the tunnel's
+  const [ta, tb] = memoryTransportPair();
+  const local = new Session(ta, { role: 'server', pingIntervalMs: 0 });
+  const localRelay = new Session(tb, { role: 'client', pingIntervalMs: 0 });
+  const localExec = createExecutor({ databaseUrl: rig.db.url, poolSize: POOL });
+  localRelay.onStream(localExec.handle);
+  await local.ready;
+  const viaExecutor = async (k: number) => {
+    const { sql, id } = smallSql(k);
+    const r = await local.openStream(open(sql, 10_001, 10_000_000)).collect();
+    check(r.rows[0]?.[0] === id, `executor ${id}`);
+  };
+  const memStart = await memoryOf(rig.relay.pid ?? 0);
+  const queryPath = `/v1/connections/${rig.connectionId}/query`;
+  const viaApi = async (k: number) => {
+    const { sql, id } = smallSql(k);
+    const r = await postJson(rig.base, queryPath, rig.key, { sql });
+    const rows = (r.json as { rows?: { id?: number }[] }).rows;
+    check(r.status === 200 && rows?.[0]?.id === id, `api ${id}: ${r.status} ${JSON.stringify(r.json).slice(0, 200)}`);
+  };
+
+  process.stderr.write(`relay bench: customer database ${rig.db.kind}, pool ${POOL} connections on both paths, ${ROUNDS} rounds of ${SECONDS} s per measurement\n`);
+  // warm up every path (JIT, pools, TLS session)
+  for (const f of [viaDirect, viaExecutor, viaTunnel, viaApi]) await closedLoop(8, 0.7, f);
+
+  type Path = 'direct' | 'executor' | 'tunnel' | 'api';
+  const paths: Record<Path, (k: number) => Promise<void>> = { direct: viaDirect, executor: viaExecutor, tunnel: viaTunnel, api: viaApi };
+  const runs = new Map<string, Run[]>(); // `${path}@${concurrency}`
+  const relayCpu = new Map<number, { s: number; n: number }>(); // relay CPU over the tunnel runs
+  const relayPid = rig.relay.pid ?? 0;
+  for (const c of [1, 32]) {
+    for (let round = 0; round < ROUNDS; round++) {
+      // interleaved, so that drift on a shared machine hits every path alike
+      for (const p of Object.keys(paths) as Path[]) {
+        const cpu0 = p === 'tunnel' ? await cpuSecondsOf(relayPid) : 0;
+        const r = await closedLoop(c, SECONDS, paths[p]);
+        if (p === 'tunnel') {
+          const acc = relayCpu.get(c) ?? { s: 0, n: 0 };
+          relayCpu.set(c, { s: acc.s + (await cpuSecondsOf(relayPid)) - cpu0, n: acc.n + r.lat.length });
+        }
+        runs.set(`${p}@${c}`, [...(runs.get(`${p}@${c}`) ?? []), r]);
+      }
+    }
+  }
+  const small = (p: Path, c: number): Summary => summarize(runs.get(`${p}@${c}`) ?? [], runs.get(`direct@${c}`) ?? []);
+  local.close();
+  localRelay.close();
+  await localExec.close();
+
+  // large result: ~largeMb MB of values, 200 value bytes a row (an int and a 196-character text)
+  const largeRows = Math.round((largeMb * 1024 * 1024) / 204);
+  const largeSql = `SELECT g, repeat(md5(g::text), 6) || left(md5(g::text), 4) AS pad FROM generate_series(1, ${largeRows}) g`;
+  const memBefore = await memoryOf(relayPid);
+  let relayRssMax = memBefore.rss;
+  const sampler = setInterval(() => {
+    void memoryOf(relayPid).then(
+      (m) => (relayRssMax = Math.max(relayRssMax, m.rss)),
+      () => undefined,
+    );
+  }, 100);
+
+  interface Read {
+    readonly bytes: number;
+    readonly rows: number;
+    readonly s: number;
+  }
+  const largeDirect = async (): Promise<Read> => {
+    const c = await direct.connect();
+    const t0 = performance.now();
+    let bytes = 0;
+    let rows = 0;
+    try {
+      await c.query('BEGIN READ ONLY');
+      await c.query(`DECLARE big NO SCROLL CURSOR FOR ${largeSql}`);
+      for (;;) {
+        const r = await c.query<unknown[]>({ text: `FETCH ${FETCH} FROM big`, rowMode: 'array' });
+        for (const row of r.rows) bytes += rowBytes(row);
+        rows += r.rows.length;
+        if (r.rows.length < FETCH) break;
+      }
+      await c.query('ROLLBACK');
+    } finally {
+      c.release();
+    }
+    return { bytes, rows, s: (performance.now() - t0) / 1000 };
+  };
+  const largeTunnel = async (): Promise<Read> => {
+    const t0 = performance.now();
+    let bytes = 0;
+    let rows = 0;
+    for await (const ev of session().openStream(open(largeSql, largeRows + 1, 4 * 1024 * 1024 * 1024))) {
+      if (ev.type !== 'rows') continue;
+      for (const row of ev.rows) bytes += rowBytes(row as readonly Value[]);
+      rows += ev.rows.length;
+    }
+    return { bytes, rows, s: (performance.now() - t0) / 1000 };
+  };
+  const mbs = (x: Read) => x.bytes / 1024 / 1024 / x.s;
+  const large: { direct: Read; tunnel: Read }[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    // alternate which goes first
+    const first = round % 2 === 0 ? await largeDirect() : await largeTunnel();
+    const second = round % 2 === 0 ? await largeTunnel() : await largeDirect();
+    const pair = round % 2 === 0 ? { direct: first, tunnel: second } : { direct: second, tunnel: first };
+    check(pair.direct.rows === largeRows && pair.tunnel.rows === largeRows && pair.direct.bytes === pair.tunnel.bytes, `large: direct ${pair.direct.rows} rows ${pair.direct.bytes} B, tunnel ${pair.tunnel.rows} rows ${pair.tunnel.bytes} B`);
+    large.push(pair);
+  }
+  clearInterval(sampler);
+  const mem = await memoryOf(rig.relay.pid ?? 0);
+  await direct.end();
+  await tearDown(rig);
+  if (errors > 0) throw new Error(`${errors} wrong answers: the numbers are void`);
+
+  // ------------------------------------------------------------------ report
+  const f1 = (n: number) => n.toFixed(1);
+  const f2 = (n: number) => n.toFixed(2);
+  const results: Result[] = [];
+  for (const c of [1, 32]) {
+    const d = small('direct', c);
+    for (const p of ['executor', 'tunnel', 'api'] as const) {
+      const r = small(p, c);
+      const name = { executor: 'relay executor alone (in-process, no tunnel; breakdown)', tunnel: 'tunnel stream', api: 'HTTP API' }[p];
+      const cpuAcc = relayCpu.get(c);
+      const cpu = p === 'tunnel' && cpuAcc ? `; relay CPU ${f2((cpuAcc.s * 1000) / cpuAcc.n)} ms/query` : '';
+      results.push({
+        label: `small query, ${c} concurrent, ${name}`,
+        value: `${Math.round(r.qps)} q/s (${f2(r.ratio)}× direct); p50 ${f2(r.p50)} ms, p99 ${f2(r.p99)} ms; added p50 ${f2(r.p50 - d.p50)} ms, p99 ${f2(r.p99 - d.p99)} ms${cpu}`,
+        baseline: `direct pg ${Math.round(d.qps)} q/s; p50 ${f2(d.p50)} ms, p99 ${f2(d.p99)} ms`,
+        ...(c === 32 && p !== 'executor' ? { target: { text: '≥ 0.5× direct', pass: r.ratio >= 0.5 } } : {}),
+      });
+    }
+  }
+  const largeRatio = median(large.map((l) => mbs(l.tunnel) / mbs(l.direct)));
+  const lt = large[0]?.tunnel ?? { bytes: 0, rows: 0, s: 1 };
+  results.push({
+    label: `large result (${f1(lt.bytes / 1024 / 1024)} MB of values, ${lt.rows} rows), tunnel stream`,
+    value: `${f1(median(large.map((l) => mbs(l.tunnel))))} MB/s (${f2(largeRatio)}× direct)`,
+    baseline: `direct pg cursor (FETCH ${FETCH}) ${f1(median(large.map((l) => mbs(l.direct))))} MB/s`,
+    target: { text: '≥ 0.6× direct', pass: largeRatio >= 0.6 },
+  });
+  const peak = Math.max(mem.hwm, relayRssMax);
+  results.push({
+    label: 'relay peak RSS (VmHWM of the svc-relay process, whole run)',
+    value: `${f1(peak)} MB`,
+    baseline: `RSS ${f1(memStart.rss)} MB once connected, ${f1(memBefore.rss)} MB after the small-query runs, ${f1(mem.rss)} MB after the large result`,
+    target: { text: '< 150 MB', pass: peak < 150 },
+  });
+
+  const out = process.stdout;
+  out.write(`\nRelay path against direct pg (customer database: ${rig.db.kind === 'postgres' ? 'PostgreSQL' : 'PGlite over the wire'}; ${POOL} database connections on both paths; ${ROUNDS} interleaved rounds of ${SECONDS} s per measurement, medians; control-plane store ${STORE}; ${os.cpus().length} CPUs)\n\n`);
+  out.write('| measurement | result | baseline (same run) | target |\n| --- | --- | --- | --- |\n');
+  for (const r of results) out.write(`| ${r.label} | ${r.value} | ${r.baseline} | ${r.target ? `${r.target.text}: ${r.target.pass ? 'PASS' : 'MISS'}` : '—'} |\n`);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`relay bench failed: ${(err as Error).stack ?? String(err)}\n`);
+  process.exit(1);
+});

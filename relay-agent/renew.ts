@@ -1,0 +1,204 @@
+/**
+ * Certificate renewal by the relay itself: a NEW key pair made here (the private key never leaves
+ * the machine), its CSR sent over mutual TLS with the CURRENT certificate to
+ * `POST /v1/relay/renew` on the tunnel port, and the answer written into the config directory
+ * atomically: the new key and certificate are first written complete as `key.pem.next` and
+ * `cert.pem.next` (temporary file 0600, then rename), then renamed over key.pem and cert.pem;
+ * loadConfig finishes an interrupted switch, so a crash leaves the old pair or the new one.
+ *
+ * `RelayCredentials` holds what the dialer presents; after `renew()` the next dial uses the new
+ * certificate. When to renew is the agent's business (agent.ts: about half the lifetime).
+ */
+import { createPrivateKey, generateKeyPair, X509Certificate } from 'node:crypto';
+import { chmodSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import https from 'node:https';
+import { isIP } from 'node:net';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { createCsr, DEFAULT_RELAY_KEY_BITS, serialOf, tlsClientOptions } from '../pki/index.js';
+import { CA_FILE, CERT_FILE, KEY_FILE, NEXT_SUFFIX, RELAY_JSON, type LoadedConfig, type RelayConfig } from './enroll.js';
+import { RelayError } from './errors.js';
+
+/** the path on the tunnel port (see control-plane/tunnel) */
+export const RENEW_PATH = '/v1/relay/renew';
+
+/** what the agent needs to know about a certificate to schedule its renewal */
+export interface CertificateValidity {
+  readonly serial: string;
+  readonly notBefore: Date;
+  readonly notAfter: Date;
+  /** when this relay obtained it (renewal counts from here: the CA back-dates notBefore for clock skew) */
+  readonly obtainedAt: Date;
+}
+
+export interface RenewedCertificate extends CertificateValidity {
+  readonly keyPem: string;
+  readonly certPem: string;
+  readonly caCertPem: string;
+}
+
+/** a refused or failed renewal; `status` is the HTTP status when the control plane answered */
+export class RenewError extends RelayError {
+  readonly status: number | undefined;
+  readonly reason: string | undefined;
+  constructor(message: string, o: { status?: number; reason?: string; cause?: unknown } = {}) {
+    super('RELAY_ERR_RENEW_FAILED', message, { ...(o.cause === undefined ? {} : { cause: o.cause }), detail: { status: o.status, reason: o.reason } });
+    this.status = o.status;
+    this.reason = o.reason;
+  }
+}
+
+export function validityOf(certPem: string, obtainedAt: Date): CertificateValidity {
+  const x = new X509Certificate(certPem);
+  return { serial: serialOf(x), notBefore: new Date(x.validFrom), notAfter: new Date(x.validTo), obtainedAt };
+}
+
+/** https://host:port/v1/relay/renew from the tunnel's wss:// URL */
+export function renewUrl(tunnelUrl: string): URL {
+  const u = new URL(tunnelUrl);
+  if (u.protocol !== 'wss:') throw new RelayError('RELAY_ERR_CONFIG_INVALID', `tunnel_url must be wss://, got ${tunnelUrl}`);
+  return new URL(RENEW_PATH, `https://${u.host}`);
+}
+
+const generateKeyPairAsync = promisify(generateKeyPair);
+
+/** a fresh RSA key off the event loop (running queries are not paused) and its CSR */
+async function newKeyAndCsr(bits: number): Promise<{ keyPem: string; csrPem: string }> {
+  const { privateKey } = await generateKeyPairAsync('rsa', {
+    modulusLength: bits,
+    publicKeyEncoding: { type: 'spki', format: 'pem' },
+    privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
+  });
+  return { keyPem: privateKey, csrPem: createCsr(privateKey) };
+}
+
+export interface RequestRenewalOptions {
+  keyBits?: number;
+  /** default 30 s */
+  timeoutMs?: number;
+  signal?: AbortSignal;
+  /** test hook: the CSR to send instead of one for a fresh key (e.g. a key already used) */
+  csr?: { keyPem: string; csrPem: string };
+}
+
+type Current = Pick<LoadedConfig, 'tunnel_url' | 'keyPem' | 'certPem' | 'caCertPem'>;
+
+/** POST a CSR for a new key over mutual TLS with the current certificate; nothing is written */
+export async function requestRenewal(current: Current, o: RequestRenewalOptions = {}): Promise<RenewedCertificate> {
+  const url = renewUrl(current.tunnel_url);
+  const fresh = o.csr ?? (await newKeyAndCsr(o.keyBits ?? DEFAULT_RELAY_KEY_BITS));
+  const body = JSON.stringify({ csr_pem: fresh.csrPem });
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  const { status, text } = await new Promise<{ status: number; text: string }>((resolve, reject) => {
+    const req = https.request(
+      url,
+      {
+        method: 'POST',
+        ...tlsClientOptions({ keyPem: current.keyPem, certPem: current.certPem, caCertPem: current.caCertPem }),
+        ...(isIP(host) ? {} : { servername: host }),
+        agent: false,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), accept: 'application/json' },
+        timeout: o.timeoutMs ?? 30_000,
+        ...(o.signal ? { signal: o.signal } : {}),
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
+        res.on('error', reject);
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error(`no answer within ${o.timeoutMs ?? 30_000} ms`)));
+    req.on('error', reject);
+    req.end(body);
+  }).catch((err: unknown) => {
+    throw new RenewError(`cannot reach ${url.href}: ${(err as Error).message}`, { cause: err });
+  });
+  let json: Record<string, unknown> | null = null;
+  try {
+    json = JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    json = null;
+  }
+  if (status !== 200) {
+    const e = (json?.['error'] ?? {}) as { code?: unknown; message?: unknown; reason?: unknown };
+    const reason = typeof e.reason === 'string' ? e.reason : typeof e.code === 'string' ? e.code : undefined;
+    const message = typeof e.message === 'string' ? e.message : text.slice(0, 200);
+    throw new RenewError(`the control plane refused the renewal (HTTP ${status}${reason ? ` ${reason}` : ''}): ${message}`, { status, ...(reason ? { reason } : {}) });
+  }
+  const certPem = json?.['certificate_pem'];
+  const caCertPem = json?.['ca_certificate_pem'];
+  if (typeof certPem !== 'string' || typeof caCertPem !== 'string') throw new RenewError('the control plane answered 200 without certificate_pem and ca_certificate_pem', { status });
+  const cert = new X509Certificate(certPem);
+  if (!cert.checkPrivateKey(createPrivateKey(fresh.keyPem))) {
+    throw new RenewError('the renewed certificate does not match the key made for it', { status });
+  }
+  return { ...validityOf(certPem, new Date()), keyPem: fresh.keyPem, certPem, caCertPem };
+}
+
+/** write `content` to `dir/name` atomically, mode 0600 */
+export function writeFileAtomic(dir: string, name: string, content: string): void {
+  const final = join(dir, name);
+  const tmp = join(dir, `.${name}.${process.pid}.tmp`);
+  rmSync(tmp, { force: true });
+  writeFileSync(tmp, content, { mode: 0o600, flag: 'wx' });
+  chmodSync(tmp, 0o600);
+  renameSync(tmp, final);
+}
+
+/** The relay's key, certificate and CA as the dialer presents them; renewable in place. */
+export class RelayCredentials {
+  #current: LoadedConfig;
+  #validity: CertificateValidity;
+  readonly #configDir: string | undefined;
+  readonly #o: Omit<RequestRenewalOptions, 'signal' | 'csr'>;
+
+  /** `configDir`: where renewals are written (omit to keep them in memory only) */
+  constructor(cfg: LoadedConfig, o: { configDir?: string; obtainedAt?: Date } & Omit<RequestRenewalOptions, 'signal' | 'csr'> = {}) {
+    this.#current = cfg;
+    this.#configDir = o.configDir;
+    this.#o = { ...(o.keyBits ? { keyBits: o.keyBits } : {}), ...(o.timeoutMs ? { timeoutMs: o.timeoutMs } : {}) };
+    let obtainedAt = o.obtainedAt;
+    if (!obtainedAt && o.configDir) {
+      try {
+        obtainedAt = statSync(join(o.configDir, CERT_FILE)).mtime;
+      } catch {
+        obtainedAt = undefined;
+      }
+    }
+    const v = validityOf(cfg.certPem, new Date(0));
+    // the certificate file's time says when it was obtained; never before notBefore
+    this.#validity = { ...v, obtainedAt: new Date(Math.max(v.notBefore.getTime(), Math.min(obtainedAt?.getTime() ?? 0, v.notAfter.getTime()))) };
+  }
+
+  get current(): LoadedConfig {
+    return this.#current;
+  }
+
+  get validity(): CertificateValidity {
+    return this.#validity;
+  }
+
+  /** asks for a new certificate (new key), writes it (when a config dir is set), and presents it from now on */
+  async renew(signal?: AbortSignal): Promise<CertificateValidity> {
+    const r = await requestRenewal(this.#current, { ...this.#o, ...(signal ? { signal } : {}) });
+    if (this.#configDir) {
+      const dir = this.#configDir;
+      const cfg: RelayConfig = { relay_id: this.#current.relay_id, tunnel_url: this.#current.tunnel_url, control_plane: this.#current.control_plane, expires_at: r.notAfter.toISOString() };
+      try {
+        writeFileAtomic(dir, KEY_FILE + NEXT_SUFFIX, r.keyPem);
+        writeFileAtomic(dir, CERT_FILE + NEXT_SUFFIX, r.certPem);
+        // key, then certificate: loadConfig completes the second rename after a crash in between
+        renameSync(join(dir, KEY_FILE + NEXT_SUFFIX), join(dir, KEY_FILE));
+        renameSync(join(dir, CERT_FILE + NEXT_SUFFIX), join(dir, CERT_FILE));
+        if (r.caCertPem !== this.#current.caCertPem) writeFileAtomic(dir, CA_FILE, r.caCertPem);
+        writeFileAtomic(dir, RELAY_JSON, JSON.stringify(cfg, null, 2) + '\n');
+      } catch (err) {
+        throw new RenewError(`renewed, but the new certificate could not be written to ${dir}: ${(err as Error).message}`, { cause: err });
+      }
+    }
+    this.#current = { ...this.#current, keyPem: r.keyPem, certPem: r.certPem, caCertPem: r.caCertPem, expires_at: r.notAfter.toISOString() };
+    this.#validity = { serial: r.serial, notBefore: r.notBefore, notAfter: r.notAfter, obtainedAt: r.obtainedAt };
+    return this.#validity;
+  }
+}
