@@ -19,12 +19,20 @@ import { catalogueRoutes } from './routes/catalogue.js';
 import { connectionRoutes } from './routes/connections.js';
 import type { App, Services } from './routes/context.js';
 import { systemRoutes } from './routes/system.js';
+import { mcpRoutes } from './mcp/index.js';
+import { openApiRoutes } from './openapi.js';
 import { relayRoutes } from './routes/relays.js';
+import { webhookRoutes } from './routes/webhooks.js';
+import { DeliveryWorker } from './webhooks/index.js';
 import { loadOrCreateStoredCa, relayCa } from './relays/ca.js';
-import { RELAY_DEFAULTS, type RelayCa } from './relays/index.js';
+import { RELAY_DEFAULTS, type RelayCa, type RelayOptions } from './relays/index.js';
 import { startTunnelListener, TunnelRegistry, type TunnelListener } from './tunnel/index.js';
 import type { Ca } from '../pki/index.js';
-import { loadMasterKey } from './secrets/index.js';
+import { loadMasterKeyRing, type MasterKey, type MasterKeyRing } from './secrets/index.js';
+import { CredentialStore } from './credentials/index.js';
+import { liveRegistry } from './live/index.js';
+import { closeRestEngines } from './live/rest/index.js';
+import { credentialRoutes } from './routes/credentials.js';
 import { initSqlParser } from './query/sql/index.js';
 import { openStore, type Store } from './store/index.js';
 
@@ -35,6 +43,8 @@ export interface BuildOptions {
   readonly demoImage?: Uint8Array;
   /** wait for the demo engine before resolving (tests); by default it warms up in the background */
   readonly awaitDemo?: boolean;
+  /** where the log lines go (tests read them); default stdout */
+  readonly logStream?: NodeJS.WritableStream;
 }
 
 export interface SvcApp {
@@ -69,7 +79,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     logger:
       config.logLevel === 'silent'
         ? false
-        : { level: config.logLevel, redact: { paths: ['req.headers.authorization', 'req.headers.cookie'], censor: '[redacted]' } },
+        : { level: config.logLevel, redact: { paths: ['req.headers.authorization', 'req.headers.cookie'], censor: '[redacted]' }, ...(options.logStream ? { stream: options.logStream } : {}) },
     bodyLimit: config.limits.bodyLimitBytes,
     genReqId: () => `req_${randomBytes(9).toString('base64url')}`,
     requestIdHeader: false,
@@ -116,7 +126,33 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   });
 
   const tunnels = new TunnelRegistry();
-  const services: Services = { config, store, catalogue, demo: () => demoReady, track, tunnels };
+  // the master keys (current + previous), loaded on first use: credentials and the CA's key are sealed with them
+  let ringPromise: Promise<MasterKeyRing> | undefined;
+  const keyRing = (): Promise<MasterKeyRing> => {
+    ringPromise ??= loadMasterKeyRing(config.masterKey, config.masterKeysPrevious, config.dataDir);
+    ringPromise.catch(() => (ringPromise = undefined));
+    return ringPromise;
+  };
+  const live = liveRegistry(config);
+  const shutdownController = new AbortController();
+  const services: Services = {
+    config,
+    store,
+    catalogue,
+    demo: () => demoReady,
+    track,
+    tunnels,
+    live,
+    credentials: new CredentialStore(store, keyRing, live.kinds),
+    shutdown: shutdownController.signal,
+  };
+  // after a master-key rotation, credentials sealed with a previous key move to the current one
+  if (config.masterKeysPrevious.length > 0) {
+    services.credentials.reseal().then(
+      (n) => app.log.info({ credentials: n }, 'credentials re-sealed with the current master key'),
+      (err: unknown) => app.log.warn({ err: { message: (err as Error).message } }, 'credential re-seal failed'),
+    );
+  }
 
   // money held by queries that a crash or kill interrupted goes back: at start, then every minute
   const staleAfterMs = 2 * config.limits.queryTimeoutMs + 60_000;
@@ -128,20 +164,23 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   registerErrorHandling(app);
   registerAuth(app, store);
   registerRateLimits(app, { perKeyPerSecond: config.rateLimitPerKey, signupsPerMinute: config.signupRateLimit });
+  openApiRoutes(app, services); // collects every route registered after it: keep it before the route plugins
+  mcpRoutes(app);
   accountRoutes(app, services);
   catalogueRoutes(app, services);
   connectionRoutes(app, services);
+  credentialRoutes(app, services);
   auditRoutes(app, services);
   // the CA is made (or loaded) on first use: most test servers never sign anything
   let caPromise: Promise<Ca> | undefined;
   const loadCa = (): Promise<Ca> => {
-    caPromise ??= loadMasterKey(config.masterKey, config.dataDir).then((key) => loadOrCreateStoredCa(store, [key]));
+    caPromise ??= keyRing().then((ring) => loadOrCreateStoredCa(store, ring.all));
     caPromise.catch(() => (caPromise = undefined));
     return caPromise;
   };
   const ca = (): Promise<RelayCa> => loadCa().then(relayCa);
   let listener: TunnelListener | undefined;
-  relayRoutes(app, services, ca, {
+  const relayOptions: RelayOptions = {
     // a derived URL with port 0 (SVC_TUNNEL_PORT=0) means: the port actually bound
     get tunnelUrl(): string {
       return listener && /:0$/.test(config.tunnelPublicUrl) ? config.tunnelPublicUrl.replace(/:0$/, `:${listener.port}`) : config.tunnelPublicUrl;
@@ -149,8 +188,24 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     certValidityDays: config.relayCertDays,
     overlapMs: config.relayCertOverlapMs,
     tokenTtlSeconds: RELAY_DEFAULTS.tokenTtlSeconds,
-  });
+  };
+  relayRoutes(app, services, ca, relayOptions);
   systemRoutes(app, services, () => ({ demo: demoEngine !== undefined }));
+
+  // webhooks: secrets sealed with the current master key, opened with any of the ring; the worker runs while the app is ready
+  const sealingKey = async (): Promise<MasterKey> => (await keyRing()).current;
+  const webhookWorker = new DeliveryWorker({
+    store,
+    keys: async () => (await keyRing()).all,
+    retryDelaysMs: config.webhookRetryDelaysMs,
+    timeoutMs: config.webhookTimeoutMs,
+    allowPrivate: config.webhookAllowPrivate,
+    log: app.log,
+  });
+  webhookRoutes(app, services, { sealingKey, kick: () => webhookWorker.kick() });
+  app.addHook('onReady', async () => webhookWorker.start());
+  // stop claiming before the store closes; attempts in flight finish or are released
+  app.addHook('preClose', async () => webhookWorker.stop());
 
   const startTunnel = async (): Promise<TunnelListener> => {
     const host = new URL(config.tunnelPublicUrl.replace(/^wss:/, 'https:')).hostname.replace(/^\[|\]$/g, '');
@@ -163,6 +218,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       store,
       ca: await loadCa(),
       registry: tunnels,
+      relayOptions,
       log: app.log,
     });
     return listener;
@@ -170,9 +226,11 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
 
   app.addHook('onClose', async () => {
     clearInterval(sweeper);
+    shutdownController.abort(); // live statements still running after the drain are cancelled at their source
     await listener?.close();
     const engine = await demoReady.catch(() => undefined);
     await engine?.close();
+    await closeRestEngines(); // the live API query engines (worker threads)
     await store.close();
   });
 

@@ -15,6 +15,20 @@ export interface Limits {
   readonly bodyLimitBytes: number;
 }
 
+/** Operator settings of the REST connectors; a configured base URL is trusted (it may be a private address). */
+export interface RestApisConfig {
+  readonly stripeApiBase: string | undefined;
+  readonly githubApiBase: string | undefined;
+  readonly hubspotApiBase: string | undefined;
+  /** every Salesforce request goes here instead of the credential's instance_url */
+  readonly salesforceApiBase: string | undefined;
+  /** http-files URLs may resolve to private/loopback addresses */
+  readonly httpFilesAllowPrivate: boolean;
+  readonly httpFilesMaxBytes: number;
+  /** ephemeral query engines at a time */
+  readonly maxEngines: number;
+}
+
 export interface Config {
   readonly host: string;
   readonly port: number;
@@ -30,10 +44,16 @@ export interface Config {
   readonly dashboardUrl: string;
   /** 32-byte key for credential encryption; generated into the data dir when absent */
   readonly masterKey: string | undefined;
+  /** earlier master keys that still open stored credentials (SVC_MASTER_KEY_PREVIOUS, comma list) */
+  readonly masterKeysPrevious: readonly string[];
+  /** live database targets may reach loopback/private addresses (SVC_LIVE_ALLOW_PRIVATE, default 1) */
+  readonly liveAllowPrivate: boolean;
   readonly webhookRetryDelaysMs: readonly number[];
   readonly webhookAllowPrivate: boolean;
+  /** deadline of one webhook attempt (SVC_WEBHOOK_TIMEOUT_MS, default 10 s) */
+  readonly webhookTimeoutMs: number;
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
-  /** validity of relay client certificates, days */
+  /** validity of relay client certificates, days (fractional: SVC_RELAY_CERT_VALIDITY, else SVC_RELAY_CERT_DAYS) */
   readonly relayCertDays: number;
   /** how long a replaced relay certificate stays valid, ms */
   readonly relayCertOverlapMs: number;
@@ -43,6 +63,8 @@ export interface Config {
   readonly signupRateLimit: number;
   /** number of embedded demo-engine workers kept warm (each holds its own copy of the demo data) */
   readonly demoWorkers: number;
+  /** REST live connectors (stripe, github, hubspot, salesforce, http-files) */
+  readonly restApis: RestApisConfig;
   readonly limits: Limits;
 }
 
@@ -58,13 +80,13 @@ export class ConfigError extends Error {
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
-/** Parse `30s`, `2m`, `150ms`, `1h`, or a bare number of milliseconds. Returns NaN when malformed. */
+/** Parse `30s`, `2m`, `150ms`, `1h`, `30d`, or a bare number of milliseconds. Returns NaN when malformed. */
 export function parseDuration(text: string): number {
-  const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$/.exec(text);
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$/.exec(text);
   if (!m || m[1] === undefined) return Number.NaN;
   const n = Number(m[1]);
   const unit = m[2] ?? 'ms';
-  const factor = unit === 'ms' ? 1 : unit === 's' ? 1000 : unit === 'm' ? 60_000 : 3_600_000;
+  const factor = unit === 'ms' ? 1 : unit === 's' ? 1000 : unit === 'm' ? 60_000 : unit === 'h' ? 3_600_000 : 86_400_000;
   return Math.round(n * factor);
 }
 
@@ -118,6 +140,16 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     problems.push('SVC_MASTER_KEY must be 32 bytes as 64 hex characters or base64/base64url');
   }
 
+  const previousText = str('SVC_MASTER_KEY_PREVIOUS');
+  const masterKeysPrevious = previousText === undefined ? [] : previousText.split(',').map((k) => k.trim()).filter((k) => k !== '');
+  if (masterKeysPrevious.some((k) => !isValidMasterKey(k))) {
+    problems.push('SVC_MASTER_KEY_PREVIOUS must be a comma list of 32-byte keys (64 hex characters or base64/base64url each)');
+  }
+  const liveAllowPrivateText = str('SVC_LIVE_ALLOW_PRIVATE');
+  if (liveAllowPrivateText !== undefined && !['0', '1', 'true', 'false'].includes(liveAllowPrivateText)) {
+    problems.push('SVC_LIVE_ALLOW_PRIVATE must be 1 or 0');
+  }
+
   const delaysText = str('SVC_WEBHOOK_RETRY_DELAYS') ?? '30s,2m,10m,30m';
   const webhookRetryDelaysMs = delaysText.split(',').map((d) => parseDuration(d));
   if (webhookRetryDelaysMs.some((d) => !Number.isFinite(d) || d <= 0) || webhookRetryDelaysMs.length > 10) {
@@ -128,6 +160,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   if (allowPrivate !== undefined && !['0', '1', 'true', 'false'].includes(allowPrivate)) {
     problems.push('SVC_WEBHOOK_ALLOW_PRIVATE must be 1 or 0');
   }
+  const webhookTimeoutMs = int('SVC_WEBHOOK_TIMEOUT_MS', 10_000, 100, 60_000);
 
   const logLevelText = str('LOG_LEVEL') ?? 'info';
   const logLevel = (LOG_LEVELS as readonly string[]).includes(logLevelText) ? (logLevelText as Config['logLevel']) : 'info';
@@ -140,8 +173,27 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     bodyLimitBytes: int('SVC_BODY_LIMIT_BYTES', 1_048_576, 1_024, 16_777_216),
   };
   const demoWorkers = int('SVC_DEMO_WORKERS', 2, 1, 16);
+  const filesPrivate = str('SVC_HTTP_FILES_ALLOW_PRIVATE');
+  if (filesPrivate !== undefined && !['0', '1', 'true', 'false'].includes(filesPrivate)) problems.push('SVC_HTTP_FILES_ALLOW_PRIVATE must be 1 or 0');
+  const apiBase = (name: string): string | undefined => url(name, ['http:', 'https:'])?.replace(/\/+$/, '');
+  const restApis: RestApisConfig = {
+    stripeApiBase: apiBase('SVC_STRIPE_API_BASE'),
+    githubApiBase: apiBase('SVC_GITHUB_API_BASE'),
+    hubspotApiBase: apiBase('SVC_HUBSPOT_API_BASE'),
+    salesforceApiBase: apiBase('SVC_SALESFORCE_API_BASE'),
+    httpFilesAllowPrivate: filesPrivate === '1' || filesPrivate === 'true',
+    httpFilesMaxBytes: int('SVC_HTTP_FILES_MAX_BYTES', 50_000_000, 1_000, 1_000_000_000),
+    maxEngines: int('SVC_LIVE_REST_ENGINES', 4, 1, 64),
+  };
   const rateLimitPerKey = int('SVC_RATE_LIMIT', 100, 0, 100_000);
-  const relayCertDays = int('SVC_RELAY_CERT_DAYS', 30, 1, 397);
+  const relayCertWholeDays = int('SVC_RELAY_CERT_DAYS', 30, 1, 397);
+  // SVC_RELAY_CERT_VALIDITY (a duration, e.g. 90s or 30d) wins over SVC_RELAY_CERT_DAYS; short ones are for tests
+  const validityText = str('SVC_RELAY_CERT_VALIDITY');
+  const validityMs = validityText === undefined ? relayCertWholeDays * 86_400_000 : parseDuration(validityText);
+  if (!Number.isFinite(validityMs) || validityMs < 30_000 || validityMs > 397 * 86_400_000) {
+    problems.push(`SVC_RELAY_CERT_VALIDITY must be a duration from 30s to 397d (e.g. 90s, 12h, 30d), got ${JSON.stringify(validityText)}`);
+  }
+  const relayCertDays = validityMs / 86_400_000;
   const overlapText = str('SVC_RELAY_CERT_OVERLAP') ?? '24h';
   const relayCertOverlapMs = parseDuration(overlapText);
   if (!Number.isFinite(relayCertOverlapMs) || relayCertOverlapMs < 0) problems.push(`SVC_RELAY_CERT_OVERLAP must be a duration like 24h or 30m, got ${JSON.stringify(overlapText)}`);
@@ -159,10 +211,14 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     tunnelPublicUrl,
     dashboardUrl,
     masterKey,
+    masterKeysPrevious,
+    liveAllowPrivate: liveAllowPrivateText === undefined || liveAllowPrivateText === '1' || liveAllowPrivateText === 'true',
     webhookRetryDelaysMs,
     webhookAllowPrivate: allowPrivate === '1' || allowPrivate === 'true',
+    webhookTimeoutMs,
     logLevel,
     demoWorkers,
+    restApis,
     rateLimitPerKey,
     signupRateLimit,
     relayCertDays,

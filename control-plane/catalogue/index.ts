@@ -92,23 +92,28 @@ function demoTarget(d: DatasetDef): Target {
   };
 }
 
+function filterRule(schema: string): ScopeRule {
+  return {
+    name: 'filter',
+    pattern: 'filter:<schema>.<table>.<column>=<value>',
+    description: 'Only rows of that table whose column equals the value (several filters on one table all apply); the table must also be in a read: scope.',
+    required: false,
+    examples: [`filter:${schema}.orders.tenant_id=42`],
+  };
+}
+
 function liveTarget(l: LiveTargetDef): Target {
   const grammar: ScopeRule[] = [];
   if (l.id === 'postgres-relay') {
     grammar.push({ name: 'relay', pattern: 'relay:<relay_id>', description: "The organization's relay that carries the queries.", required: true, examples: ['relay:rly_…'] });
     grammar.push({ name: 'read', pattern: 'read:<schema>.<table> | read:<table>', description: 'Tables the connection may read (an unqualified name means public.<table>).', required: true, examples: ['read:public.orders'] });
-    grammar.push({
-      name: 'filter',
-      pattern: 'filter:<schema>.<table>.<column>=<value>',
-      description: 'Only rows of that table whose column equals the value (several filters on one table all apply); the table must also be in a read: scope.',
-      required: false,
-      examples: ['filter:public.orders.tenant_id=42'],
-    });
-  } else grammar.push(
-    l.database
-      ? { name: 'read', pattern: 'read:<table> | read:<schema>.<table> | read:*', description: 'Tables the connection may read.', required: true, examples: ['read:public.orders'] }
-      : { ...READ_DEMO, examples: l.tables?.[0] ? [`read:${l.tables[0].name}`, 'read:*'] : ['read:*'] },
-  );
+    grammar.push(filterRule('public'));
+  } else if (l.database) {
+    const schema = l.id === 'mysql' ? 'shop' : 'public';
+    const unqualified = l.id === 'mysql' ? "a table of the credential's database" : 'public.<table>';
+    grammar.push({ name: 'read', pattern: 'read:<schema>.<table> | read:<table>', description: `Tables the connection may read (an unqualified name means ${unqualified}); read:* is not available on databases.`, required: true, examples: [`read:${schema}.orders`] });
+    grammar.push(filterRule(schema));
+  } else grammar.push({ ...READ_DEMO, examples: l.tables?.[0] ? [`read:${l.tables[0].name}`, 'read:*'] : ['read:*'] });
   if (l.period) grammar.push({ ...PERIOD, description: "Restricts objects to a half-open UTC interval on their creation time; out-of-period objects are never fetched." });
   return {
     id: l.id,
@@ -117,7 +122,7 @@ function liveTarget(l: LiveTargetDef): Target {
     description: l.description,
     pack: null,
     credential_kind: l.credentialKind,
-    queryable: false,
+    queryable: true,
     scopes: grammar,
     grammar,
     tableNames: l.tables ? l.tables.map((t) => t.name) : null,

@@ -1,4 +1,4 @@
-/** The 8 live targets (CONTRACT.md "Catalogue"). They are queryable once their connectors land. */
+/** The 8 live targets (CONTRACT.md "Catalogue"), each queryable through its connector (control-plane/live/). */
 
 export interface LiveTableInfo {
   readonly name: string;

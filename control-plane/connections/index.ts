@@ -5,8 +5,10 @@
 import { newId } from '../accounts/index.js';
 import { appendEvent, genesisHash } from '../audit/index.js';
 import { parseScopes, type Catalogue, type ParsedScopes, type Target } from '../catalogue/index.js';
+import { hasCredential, registerHint } from '../credentials/index.js';
 import { ApiError } from '../errors.js';
 import type { Store } from '../store/index.js';
+import { enqueueLifecycle } from '../webhooks/index.js';
 
 export const TTL_MIN = 1;
 export const TTL_MAX = 604_800;
@@ -98,17 +100,31 @@ export async function createConnection(store: Store, catalogue: Catalogue, orgId
     if (!relay) throw new ApiError('not_found', `relay ${JSON.stringify(parsed.relay)} not found; list yours with GET /v1/relays`, { field: 'scopes' });
     if (relay.revoked_at) throw new ApiError('invalid_scope', `relay ${parsed.relay} was deleted; enroll a new one`, { field: 'scopes' });
   }
+  if (target.live?.database && parsed.read === 'all') {
+    throw new ApiError('invalid_scope', `a ${target.id} connection names its tables: read:<table> or read:<schema>.<table> (read:* is not available on databases)`, { field: 'scopes' });
+  }
+  if (target.credential_kind && !(await hasCredential(store, orgId, target.credential_kind))) {
+    throw new ApiError('invalid_request', `the target ${target.id} needs a ${target.credential_kind} credential, and this organization has none; ${registerHint(target.credential_kind)}`, {
+      field: 'target_id',
+      reason: 'credential_missing',
+      connector_kind: target.credential_kind,
+    });
+  }
   const id = newId('conn');
   const created = new Date();
   const createdAt = created.toISOString();
   const expiresAt = new Date(created.getTime() + ttl * 1000).toISOString();
   const scopes = [...parsed.normalized];
   const genesis = genesisHash({ connection_id: id, org_id: orgId, target_id: target.id, scopes, created_at: createdAt });
-  await store.query(
-    `INSERT INTO connections (id, org_id, target_id, scopes, tier, ttl_seconds, created_at, expires_at, genesis_hash, head_hash)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)`,
-    [id, orgId, target.id, JSON.stringify(scopes), tier, ttl, createdAt, expiresAt, genesis],
-  );
+  // the connection and its connection.created webhook commit together
+  await store.tx(async (sql) => {
+    await sql.query(
+      `INSERT INTO connections (id, org_id, target_id, scopes, tier, ttl_seconds, created_at, expires_at, genesis_hash, head_hash)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)`,
+      [id, orgId, target.id, JSON.stringify(scopes), tier, ttl, createdAt, expiresAt, genesis],
+    );
+    await enqueueLifecycle(sql, 'connection.created', { connectionId: id, orgId, targetId: target.id, at: created });
+  });
   return getConnection(store, orgId, id);
 }
 
@@ -146,13 +162,14 @@ export async function listConnections(store: Store, orgId: string, o: ListOption
 
 export async function revokeConnection(store: Store, orgId: string, id: string, by: string): Promise<ConnectionRow> {
   await store.tx(async (sql) => {
-    const rows = await sql.query<{ revoked_at: Date | null }>('SELECT revoked_at FROM connections WHERE id = $1 AND org_id = $2 FOR UPDATE', [id, orgId]);
+    const rows = await sql.query<{ revoked_at: Date | null; target_id: string }>('SELECT revoked_at, target_id FROM connections WHERE id = $1 AND org_id = $2 FOR UPDATE', [id, orgId]);
     const row = rows[0];
     if (!row) throw new ApiError('not_found', `connection ${JSON.stringify(id)} not found; list yours with GET /v1/connections`);
     if (row.revoked_at) return; // revoking twice changes nothing
     const at = new Date().toISOString();
     await sql.query('UPDATE connections SET revoked_at = $2 WHERE id = $1', [id, at]);
     await appendEvent(sql, id, { type: 'connection.revoked', org_id: orgId, by });
+    await enqueueLifecycle(sql, 'connection.revoked', { connectionId: id, orgId, targetId: row.target_id, at: new Date(at) });
   });
   return getConnection(store, orgId, id);
 }

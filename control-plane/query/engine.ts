@@ -8,6 +8,10 @@ import type { Catalogue, Interval, ParsedScopes, Target } from '../catalogue/ind
 import { parseScopes } from '../catalogue/index.js';
 import type { Limits } from '../config.js';
 import { assertUsable, getConnection, type ConnectionRow } from '../connections/index.js';
+import type { CredentialStore } from '../credentials/index.js';
+import { scrub } from '../credentials/database.js';
+import type { LiveRegistry } from '../live/index.js';
+import type { LiveConnector, PreparedLiveQuery } from '../live/types.js';
 import { DemoQueryError, type DemoEngine } from '../demo/engine.js';
 import type { TunnelRegistry } from '../tunnel/index.js';
 import { relayPolicy, runOnRelay } from './relay.js';
@@ -23,6 +27,12 @@ export interface QueryDeps {
   readonly demo: () => Promise<DemoEngine>;
   readonly limits: Limits;
   readonly tunnels: TunnelRegistry;
+  /** the live connectors (every live target but postgres-relay) */
+  readonly live: LiveRegistry;
+  /** bring-your-own credentials, opened at query time */
+  readonly credentials: CredentialStore;
+  /** aborted when the control plane shuts down: live statements are cancelled at their source */
+  readonly shutdown?: AbortSignal;
 }
 
 export interface ScopeApplied {
@@ -83,15 +93,25 @@ export function demoPolicy(target: Target, scopes: ParsedScopes): SqlPolicy {
   return { allowed, known: dataset.tables.map((t) => t.name), schemas: [dataset.schema] };
 }
 
-function scopeApplied(target: Target, scopes: ParsedScopes, policy: SqlPolicy, tablesRead: readonly string[], limits: Limits): ScopeApplied {
-  const filters: Record<string, string | null> = {};
-  for (const name of tablesRead) filters[name] = policy.allowed.get(name)?.predicate ?? null;
+/** What a statement was allowed to read: from the SQL policy (demo, relay) or the live connector. */
+interface Allowed {
+  readonly tablesAllowed: readonly string[] | '*';
+  readonly rowFilters: Readonly<Record<string, string | null>>;
+}
+
+function allowedByPolicy(scopes: ParsedScopes, policy: SqlPolicy, tablesRead: readonly string[]): Allowed {
+  const rowFilters: Record<string, string | null> = {};
+  for (const name of tablesRead) rowFilters[name] = policy.allowed.get(name)?.predicate ?? null;
+  return { tablesAllowed: scopes.read === 'all' ? '*' : [...new Set([...policy.allowed.values()].map((t) => t.name))].sort(), rowFilters };
+}
+
+function scopeApplied(target: Target, scopes: ParsedScopes, allowed: Allowed, tablesRead: readonly string[], limits: Limits): ScopeApplied {
   return {
     target_id: target.id,
     scopes: scopes.normalized,
-    tables_allowed: scopes.read === 'all' ? '*' : [...new Set([...policy.allowed.values()].map((t) => t.name))].sort(),
+    tables_allowed: allowed.tablesAllowed,
     tables_read: tablesRead,
-    row_filters: filters,
+    row_filters: allowed.rowFilters,
     periods: scopes.periods,
     limits: { max_rows: limits.maxRows, max_bytes: limits.maxResultBytes, timeout_ms: limits.queryTimeoutMs },
   };
@@ -133,23 +153,35 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
 
   let target: Target | undefined;
   let scopes: ParsedScopes;
-  let policy: SqlPolicy;
-  let checked: ReturnType<typeof checkAndRewrite>;
+  let policy: SqlPolicy | undefined;
+  let checked: { readonly sql: string; readonly tables: readonly string[]; readonly kind: string };
+  let allowed: Allowed;
+  let connector: LiveConnector | undefined;
+  let prepared: PreparedLiveQuery | undefined;
   try {
     assertUsable(conn);
     target = deps.catalogue.target(conn.target_id);
     if (!target) throw new ApiError('internal_error', 'the connection names a target that no longer exists');
-    if (target.id !== 'postgres-relay' && (!target.queryable || !target.dataset)) {
-      throw new ApiError('not_implemented', `queries on the live target ${target.id} are not available in this version yet; demo targets are queryable now (GET /v1/connections/targets)`, { target_id: target.id });
-    }
     scopes = parseScopes(target, conn.scopes);
-    policy = target.id === 'postgres-relay' ? relayPolicy(scopes) : demoPolicy(target, scopes);
-    checked = checkAndRewrite(sqlText, policy);
+    if (target.kind === 'live' && target.id !== 'postgres-relay') {
+      connector = deps.live.connector(target.id);
+      if (!connector) {
+        throw new ApiError('not_implemented', `queries on the live target ${target.id} are not available in this version; see GET /v1/connections/targets for the queryable ones`, { target_id: target.id });
+      }
+      prepared = connector.prepare(sqlText, scopes, target);
+      checked = { sql: prepared.sql, tables: prepared.tables, kind: 'select' };
+      allowed = { tablesAllowed: prepared.tablesAllowed, rowFilters: prepared.rowFilters };
+    } else {
+      if (target.id !== 'postgres-relay' && !target.dataset) throw new ApiError('internal_error', `${target.id} has no dataset`);
+      policy = target.id === 'postgres-relay' ? relayPolicy(scopes) : demoPolicy(target, scopes);
+      checked = checkAndRewrite(sqlText, policy);
+      allowed = allowedByPolicy(scopes, policy, checked.tables);
+    }
   } catch (err) {
     return fail(err);
   }
 
-  const applied = scopeApplied(target, scopes, policy, checked.tables, deps.limits);
+  const applied = scopeApplied(target, scopes, allowed, checked.tables, deps.limits);
   let reservation: Reservation;
   try {
     reservation = await reserve(deps.store, orgId, deps.limits.maxResultBytes);
@@ -159,7 +191,8 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
 
   let result;
   try {
-    if (target.id === 'postgres-relay') {
+    if (connector && prepared) result = await runOnLive(connector, prepared);
+    else if (target.id === 'postgres-relay') {
       result = await runOnRelay(deps.tunnels, scopes.relay as string, checked.sql, {
         timeoutMs: deps.limits.queryTimeoutMs,
         maxRows: deps.limits.maxRows,
@@ -176,6 +209,32 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
     return fail(err, { tables: checked.tables, ...auditedSql('sql_executed', checked.sql) });
   }
 
+  async function runOnLive(c: LiveConnector, q: PreparedLiveQuery): Promise<Awaited<ReturnType<LiveConnector['run']>>> {
+    // opened only now, for this statement; never logged, never in an error or audit event
+    const credential = await deps.credentials.resolve(orgId, c.credentialKind);
+    const deadline = new AbortController();
+    const timer = setTimeout(() => deadline.abort(new Error('deadline')), deps.limits.queryTimeoutMs + 1000);
+    const signal = deps.shutdown ? AbortSignal.any([deadline.signal, deps.shutdown]) : deadline.signal;
+    try {
+      return await c.run(q, {
+        orgId,
+        connectionId: conn.id,
+        scopes,
+        credential,
+        limits: { timeoutMs: deps.limits.queryTimeoutMs, maxRows: deps.limits.maxRows, maxBytes: deps.limits.maxResultBytes },
+        signal,
+      });
+    } catch (err) {
+      // defence in depth: whatever a connector says, the credential does not leave in it
+      if (!isApiError(err)) throw err;
+      const clean = (text: string): string => scrub(text, credential.secret);
+      const details = err.details ? (JSON.parse(clean(JSON.stringify(err.details))) as Record<string, unknown>) : undefined;
+      throw new ApiError(err.code, clean(err.message), details, err.headers);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   async function runOnDemo(): Promise<Awaited<ReturnType<DemoEngine['run']>>> {
     const engine = await deps.demo().catch(() => {
       throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo datasets could not be loaded');
@@ -183,7 +242,7 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
     return engine.run({
       sql: checked.sql,
       direct: checked.kind === 'explain',
-      settings: scopeSettings([...policy.allowed.values()], scopes.periods),
+      settings: scopeSettings([...(policy?.allowed.values() ?? [])], scopes.periods),
       tenant: orgId,
       timeoutMs: deps.limits.queryTimeoutMs,
       maxRows: deps.limits.maxRows,

@@ -2,7 +2,7 @@ import { Type } from 'typebox';
 import { connectionRecord, createConnection, getConnection, listConnections, revokeConnection, TTL_MAX, TTL_MIN } from '../connections/index.js';
 import { principalOf } from '../http/auth.js';
 import { runQuery } from '../query/engine.js';
-import { type App, type Services, ErrorSchema, errors } from './context.js';
+import { type App, type Services, ErrorSchema, errors, queryDeps } from './context.js';
 
 const ConnectionId = Type.Object({ connection_id: Type.String({ maxLength: 200 }) });
 
@@ -82,6 +82,6 @@ export function connectionRoutes(app: App, s: Services): void {
       },
     },
     async (req) =>
-      s.track(() => runQuery({ store: s.store, catalogue: s.catalogue, demo: s.demo, limits: s.config.limits, tunnels: s.tunnels }, principalOf(req).orgId, req.params.connection_id, req.body.sql)),
+      s.track(() => runQuery(queryDeps(s), principalOf(req).orgId, req.params.connection_id, req.body.sql)),
   );
 }

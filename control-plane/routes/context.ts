@@ -6,6 +6,9 @@ import type { Config } from '../config.js';
 import type { DemoEngine } from '../demo/engine.js';
 import type { Store } from '../store/index.js';
 import type { TunnelRegistry } from '../tunnel/index.js';
+import type { CredentialStore } from '../credentials/index.js';
+import type { LiveRegistry } from '../live/index.js';
+import type { QueryDeps } from '../query/engine.js';
 
 export type App = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, FastifyBaseLogger, TypeBoxTypeProvider>;
 
@@ -20,6 +23,17 @@ export interface Services {
   readonly track: <T>(work: () => Promise<T>) => Promise<T>;
   /** live relay tunnels (empty until the tunnel listener runs) */
   readonly tunnels: TunnelRegistry;
+  /** the live connectors (every live target but postgres-relay) and their credential kinds */
+  readonly live: LiveRegistry;
+  /** bring-your-own credentials (sealed under the master key) */
+  readonly credentials: CredentialStore;
+  /** aborted when the control plane starts shutting down */
+  readonly shutdown: AbortSignal;
+}
+
+/** What the query path needs, from the services (HTTP routes, MCP tools). */
+export function queryDeps(s: Services): QueryDeps {
+  return { store: s.store, catalogue: s.catalogue, demo: s.demo, limits: s.config.limits, tunnels: s.tunnels, live: s.live, credentials: s.credentials, shutdown: s.shutdown };
 }
 
 export const ErrorSchema = Type.Object(

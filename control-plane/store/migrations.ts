@@ -156,6 +156,84 @@ CREATE TABLE relay_events (
 CREATE INDEX relay_events_relay ON relay_events (relay_id, id);
 `,
   },
+  {
+    version: 4,
+    name: 'webhooks: endpoints, durable delivery outbox, attempts, chaos profile, expiry notices',
+    sql: `
+CREATE TABLE webhook_endpoints (
+  org_id        text NOT NULL REFERENCES orgs(id),
+  connection_id text NOT NULL DEFAULT '',
+  url           text NOT NULL,
+  secret_sealed text NOT NULL,
+  created_at    timestamptz NOT NULL,
+  updated_at    timestamptz NOT NULL,
+  PRIMARY KEY (org_id, connection_id)
+);
+
+CREATE TABLE webhook_deliveries (
+  id              text PRIMARY KEY,
+  org_id          text NOT NULL REFERENCES orgs(id),
+  connection_id   text,
+  event           text NOT NULL,
+  body            text NOT NULL,
+  status          text NOT NULL CHECK (status IN ('pending', 'delivered', 'failed')),
+  attempts        integer NOT NULL DEFAULT 0,
+  run_attempts    integer NOT NULL DEFAULT 0,
+  created_at      timestamptz NOT NULL,
+  next_attempt_at timestamptz,
+  lease_until     timestamptz,
+  last_attempt_at timestamptz,
+  completed_at    timestamptz
+);
+CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE status = 'pending';
+CREATE INDEX webhook_deliveries_org ON webhook_deliveries (org_id, connection_id, created_at DESC);
+
+CREATE TABLE webhook_attempts (
+  id            bigserial PRIMARY KEY,
+  delivery_id   text NOT NULL REFERENCES webhook_deliveries(id),
+  attempt       integer NOT NULL,
+  kind          text NOT NULL,
+  started_at    timestamptz NOT NULL,
+  duration_ms   integer NOT NULL,
+  url           text,
+  status_code   integer,
+  error_class   text,
+  error_message text,
+  response_excerpt text,
+  chaos         text,
+  retry_after_ms integer
+);
+CREATE INDEX webhook_attempts_delivery ON webhook_attempts (delivery_id, id);
+
+CREATE TABLE webhook_chaos (
+  org_id     text PRIMARY KEY REFERENCES orgs(id),
+  mode       text NOT NULL,
+  options    jsonb NOT NULL,
+  updated_at timestamptz NOT NULL
+);
+
+ALTER TABLE connections ADD COLUMN expiry_notified_at timestamptz;
+UPDATE connections SET expiry_notified_at = expires_at WHERE expires_at <= now();
+CREATE INDEX connections_expiry_pending ON connections (expires_at) WHERE expiry_notified_at IS NULL AND revoked_at IS NULL;
+`,
+  },
+  {
+    version: 5,
+    name: 'credentials: one sealed bring-your-own credential per connector kind per organization',
+    sql: `
+CREATE TABLE credentials (
+  org_id         text NOT NULL REFERENCES orgs(id),
+  connector_kind text NOT NULL,
+  sealed         text NOT NULL,
+  key_id         text NOT NULL,
+  hint           text NOT NULL,
+  created_at     timestamptz NOT NULL,
+  last_used_at   timestamptz,
+  PRIMARY KEY (org_id, connector_kind)
+);
+CREATE INDEX credentials_key ON credentials (key_id);
+`,
+  },
 ];
 
 /** Apply every migration not yet applied; returns the versions applied now. */

@@ -253,11 +253,14 @@ t.test('relay connections: the relay must be the organization’s own, and witho
   t.equal(denied.status, 403, 'tables outside read: scopes are refused before anything is sent');
 });
 
-t.test('live targets can be opened, and querying one answers a clear 501', async (t) => {
+t.test('a live target cannot be opened before its credential is registered: 400 naming the kind', async (t) => {
   const a = await signupAgent(srv.url);
-  const conn = await openConnection(srv.url, a.key, 'stripe', ['read:customers']);
-  const r = await api<QueryBody>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: 'SELECT * FROM customers' } });
-  t.equal(r.status, 501);
-  t.equal(r.body.error?.code, 'not_implemented');
-  t.match(r.body.error?.message, /stripe/);
+  const r = await api<{ error?: { code: string; message: string; details?: Record<string, unknown> } }>(srv.url, 'POST', '/v1/connections', {
+    key: a.key,
+    body: { target_id: 'stripe', scopes: ['read:customers'] },
+  });
+  t.equal(r.status, 400);
+  t.equal(r.body.error?.code, 'invalid_request');
+  t.match(r.body.error?.details, { reason: 'credential_missing', connector_kind: 'stripe' });
+  t.match(r.body.error?.message, /POST \/v1\/connections\/credentials/);
 });

@@ -59,6 +59,8 @@ export interface ServerOptions {
   readonly dataDir?: string;
   readonly databaseUrl?: string;
   readonly demoWorkers?: number;
+  /** receives the server's log lines (set LOG_LEVEL in env to see them) */
+  readonly logStream?: NodeJS.WritableStream;
 }
 
 export async function startServer(o: ServerOptions = {}): Promise<TestServer> {
@@ -71,7 +73,7 @@ export async function startServer(o: ServerOptions = {}): Promise<TestServer> {
     limits: { ...base.limits, ...(o.limits ?? {}) },
   };
   const [template, image] = await Promise.all([config.databaseUrl ? Promise.resolve(undefined) : storeTemplate(), config.demoDatabaseUrl ? undefined : demoImage()]);
-  const svc = await buildApp(config, { ...(template ? { storeTemplate: template } : {}), ...(image ? { demoImage: image } : {}), awaitDemo: true });
+  const svc = await buildApp(config, { ...(template ? { storeTemplate: template } : {}), ...(image ? { demoImage: image } : {}), awaitDemo: true, ...(o.logStream ? { logStream: o.logStream } : {}) });
   await svc.app.listen({ host: '127.0.0.1', port: 0 });
   const addr = svc.app.server.address();
   if (!addr || typeof addr === 'string') throw new Error('no address');
