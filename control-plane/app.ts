@@ -23,8 +23,8 @@ import { mcpRoutes } from './mcp/index.js';
 import { openApiRoutes } from './openapi.js';
 import { relayRoutes } from './routes/relays.js';
 import { webhookRoutes } from './routes/webhooks.js';
-import { DeliveryWorker } from './webhooks/index.js';
-import { loadOrCreateStoredCa, relayCa } from './relays/ca.js';
+import { DeliveryWorker, resealEndpointSecrets } from './webhooks/index.js';
+import { loadOrCreateStoredCa, relayCa, resealStoredCa } from './relays/ca.js';
 import { RELAY_DEFAULTS, type RelayCa, type RelayOptions } from './relays/index.js';
 import { startTunnelListener, TunnelRegistry, type TunnelListener } from './tunnel/index.js';
 import type { Ca } from '../pki/index.js';
@@ -146,13 +146,13 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     credentials: new CredentialStore(store, keyRing, live.kinds),
     shutdown: shutdownController.signal,
   };
-  // after a master-key rotation, credentials sealed with a previous key move to the current one
-  if (config.masterKeysPrevious.length > 0) {
-    services.credentials.reseal().then(
-      (n) => app.log.info({ credentials: n }, 'credentials re-sealed with the current master key'),
-      (err: unknown) => app.log.warn({ err: { message: (err as Error).message } }, 'credential re-seal failed'),
-    );
-  }
+  // after a master-key rotation (or from the older unbound format), stored credentials and the relay CA's key move to
+  // the current key before anything reads them, so a previous key can be dropped at the next restart
+  const resealed = await Promise.all([
+    services.credentials.reseal().catch((err: unknown) => (app.log.warn({ err: { message: (err as Error).message } }, 'credential re-seal failed'), 0)),
+    resealStoredCa(store, keyRing).catch((err: unknown) => (app.log.warn({ err: { message: (err as Error).message } }, 'relay CA key re-seal failed'), false)),
+  ]);
+  if (resealed[0] > 0 || resealed[1]) app.log.info({ credentials: resealed[0], ca_key: resealed[1] }, 're-sealed with the current master key');
 
   // money held by queries that a crash or kill interrupted goes back: at start, then every minute
   const staleAfterMs = 2 * config.limits.queryTimeoutMs + 60_000;
@@ -200,8 +200,12 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     retryDelaysMs: config.webhookRetryDelaysMs,
     timeoutMs: config.webhookTimeoutMs,
     allowPrivate: config.webhookAllowPrivate,
+    perOrgConcurrency: config.webhookOrgConcurrency,
     log: app.log,
   });
+  // after a master-key rotation, receiver secrets move to the current key before the worker reads them
+  const resealedSecrets = await resealEndpointSecrets(store, keyRing).catch((err: unknown) => (app.log.warn({ err: { message: (err as Error).message } }, 'webhook secret re-seal failed'), 0));
+  if (resealedSecrets > 0) app.log.info({ webhook_secrets: resealedSecrets }, 're-sealed with the current master key');
   webhookRoutes(app, services, { sealingKey, kick: () => webhookWorker.kick() });
   app.addHook('onReady', async () => webhookWorker.start());
   // stop claiming before the store closes; attempts in flight finish or are released

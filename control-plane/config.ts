@@ -46,12 +46,16 @@ export interface Config {
   readonly masterKey: string | undefined;
   /** earlier master keys that still open stored credentials (SVC_MASTER_KEY_PREVIOUS, comma list) */
   readonly masterKeysPrevious: readonly string[];
-  /** live database targets may reach loopback/private addresses (SVC_LIVE_ALLOW_PRIVATE, default 1) */
+  /** live database targets may reach loopback/private addresses (SVC_LIVE_ALLOW_PRIVATE, default 0; link-local, metadata and 0.0.0.0/:: never) */
   readonly liveAllowPrivate: boolean;
   readonly webhookRetryDelaysMs: readonly number[];
   readonly webhookAllowPrivate: boolean;
   /** deadline of one webhook attempt (SVC_WEBHOOK_TIMEOUT_MS, default 10 s) */
   readonly webhookTimeoutMs: number;
+  /** webhook attempts in flight at once per organization, across replicas (SVC_WEBHOOK_ORG_CONCURRENCY, default 4) */
+  readonly webhookOrgConcurrency: number;
+  /** mock-event deliveries an organization may have pending before trigger-mock-event answers 429 (SVC_WEBHOOK_MOCK_PENDING_MAX, default 100) */
+  readonly webhookMockPendingMax: number;
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   /** validity of relay client certificates, days (fractional: SVC_RELAY_CERT_VALIDITY, else SVC_RELAY_CERT_DAYS) */
   readonly relayCertDays: number;
@@ -161,6 +165,8 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     problems.push('SVC_WEBHOOK_ALLOW_PRIVATE must be 1 or 0');
   }
   const webhookTimeoutMs = int('SVC_WEBHOOK_TIMEOUT_MS', 10_000, 100, 60_000);
+  const webhookOrgConcurrency = int('SVC_WEBHOOK_ORG_CONCURRENCY', 4, 1, 64);
+  const webhookMockPendingMax = int('SVC_WEBHOOK_MOCK_PENDING_MAX', 100, 1, 100_000);
 
   const logLevelText = str('LOG_LEVEL') ?? 'info';
   const logLevel = (LOG_LEVELS as readonly string[]).includes(logLevelText) ? (logLevelText as Config['logLevel']) : 'info';
@@ -212,10 +218,12 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     dashboardUrl,
     masterKey,
     masterKeysPrevious,
-    liveAllowPrivate: liveAllowPrivateText === undefined || liveAllowPrivateText === '1' || liveAllowPrivateText === 'true',
+    liveAllowPrivate: liveAllowPrivateText === '1' || liveAllowPrivateText === 'true',
     webhookRetryDelaysMs,
     webhookAllowPrivate: allowPrivate === '1' || allowPrivate === 'true',
     webhookTimeoutMs,
+    webhookOrgConcurrency,
+    webhookMockPendingMax,
     logLevel,
     demoWorkers,
     restApis,

@@ -43,6 +43,31 @@ function keyValueOption(v: string, prev: Record<string, string> = {}): Record<st
   return { ...prev, [v.slice(0, i)]: v.slice(i + 1) };
 }
 
+/** A JSON text that must be an object (`--options-json`, `--options-file`). */
+function jsonObject(text: string, what: string): Obj {
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    throw new CliFailure(EXIT.usage, `${what} is not valid JSON`);
+  }
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new CliFailure(EXIT.usage, `${what} must be a JSON object like {"files": [...]}`);
+  return v as Obj;
+}
+
+/**
+ * `--option key=value`: a value starting with [ { or " is JSON (an array, object or quoted
+ * string, e.g. files=[{"table":"t","url":"https://…"}]); any other value is taken as text.
+ */
+function optionValue(key: string, value: string): unknown {
+  if (!/^\s*[[{"]/.test(value)) return value;
+  try {
+    return JSON.parse(value) as unknown;
+  } catch {
+    throw new CliFailure(EXIT.usage, `--option ${key}=…: a value starting with [, { or " must be valid JSON`);
+  }
+}
+
 /**
  * Verify an export offline with the published algorithm (README; control-plane/audit/chain.ts):
  * the first event links to `genesis` (default: its own prev_hash), each next one to the previous.
@@ -472,12 +497,27 @@ export async function main(argv: string[], io: Io, env: NodeJS.ProcessEnv = proc
     .argument('<connector_kind>')
     .addOption(new Option('--secret <secret>', 'the connection URL, API key or token (visible in your shell history: prefer --secret-stdin)').conflicts(['secretStdin']))
     .option('--secret-stdin', 'read the secret from standard input')
-    .option('--option <key=value>', 'a kind-specific option (repeat for more)', keyValueOption)
+    .option('--option <key=value>', 'a kind-specific option (repeat for more); a value starting with [ { or " is JSON, e.g. files=[{"table":"t","url":"https://…"}]', keyValueOption)
+    .addOption(new Option('--options-json <json>', 'all options as one JSON object, e.g. {"files":[…]} (--option entries are added on top)').conflicts(['optionsFile']))
+    .option('--options-file <path>', 'read the options JSON object from a file')
     .action(
-      action(async (c, kind: string, o: { secret?: string; secretStdin?: boolean; option?: Record<string, string> }) => {
+      action(async (c, kind: string, o: { secret?: string; secretStdin?: boolean; option?: Record<string, string>; optionsJson?: string; optionsFile?: string }) => {
         const secret = o.secretStdin ? (await io.readStdin()).replace(/\r?\n$/, '') : o.secret;
-        if (!secret) throw new CliFailure(EXIT.usage, 'give the secret with --secret-stdin (recommended) or --secret <secret>');
-        show(c, await call(c, 'storing credential', tool('add_credential')({ connector_kind: kind, secret, options: o.option })));
+        // an explicit empty secret is sent as it is: http-files with public files takes none
+        if (secret === undefined) throw new CliFailure(EXIT.usage, "give the secret with --secret-stdin (recommended) or --secret <secret> (--secret '' for public http-files)");
+        let options: Obj | undefined;
+        if (o.optionsJson !== undefined) options = jsonObject(o.optionsJson, '--options-json');
+        if (o.optionsFile !== undefined) {
+          let text: string;
+          try {
+            text = fs.readFileSync(o.optionsFile, 'utf8');
+          } catch (err) {
+            throw new CliFailure(EXIT.usage, `cannot read --options-file ${o.optionsFile}: ${(err as NodeJS.ErrnoException).code ?? 'error'}`);
+          }
+          options = jsonObject(text, `--options-file ${o.optionsFile}`);
+        }
+        for (const [k, v] of Object.entries(o.option ?? {})) options = { ...(options ?? {}), [k]: optionValue(k, v) };
+        show(c, await call(c, 'storing credential', tool('add_credential')({ connector_kind: kind, secret, ...(options !== undefined ? { options } : {}) })));
       }),
     );
   creds

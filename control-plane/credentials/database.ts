@@ -4,15 +4,19 @@
  * parameters could read files on our machine (e.g. pg's `sslrootcert`) or reach a local socket
  * (`?host=/var/run/…`). Only `sslmode` may appear in the query string; TLS material goes in the
  * credential's options. Where to connect is decided by `resolveDatabaseAddress`: the host is
- * resolved once, and the checked address is the one connected to.
+ * resolved once, and the checked address is the one connected to. Private addresses are refused
+ * unless the operator allows them (SVC_LIVE_ALLOW_PRIVATE=1); the unspecified address, link-local
+ * and cloud metadata addresses always; and so is every database on a server the control plane
+ * itself uses (matched by address and port, with every address of this host counted as one).
  *
  * Messages never contain the URL, the password or any part of them.
  */
 import dns from 'node:dns';
 import net from 'node:net';
+import os from 'node:os';
 import { ApiError } from '../errors.js';
 import type { CredentialKindDef } from '../live/types.js';
-import { isForbiddenAddress } from '../net/index.js';
+import { canonicalAddress, isForbiddenAddress, isPrivateUseAddress } from '../net/index.js';
 
 export const SSL_MODES = ['disable', 'prefer', 'require', 'verify-ca', 'verify-full'] as const;
 export type SslMode = (typeof SSL_MODES)[number];
@@ -93,7 +97,11 @@ export function databaseOptions(options: Readonly<Record<string, unknown>>, url:
   return { sslmode, ca: ca as string | undefined };
 }
 
-/** A database the control plane itself uses (state, demo data): never reachable as a customer database. */
+/**
+ * A database server the control plane itself uses (state, demo data): no database on it is
+ * reachable as a customer database (`database` is kept for messages only; matching is by address
+ * and port).
+ */
 export interface ReservedDatabase {
   readonly host: string;
   readonly port: number;
@@ -116,8 +124,40 @@ async function lookupAll(host: string): Promise<string[]> {
   return found.map((a) => a.address);
 }
 
-const sameAddress = (a: string, b: string): boolean => a === b || (isLoopback(a) && isLoopback(b));
-const isLoopback = (ip: string): boolean => ip === '::1' || ip.startsWith('127.') || ip === '::ffff:127.0.0.1';
+/**
+ * Whether `ip` is this machine: loopback (127/8, ::1), the unspecified address (0.0.0.0/8, ::,
+ * which the kernel connects to this host), or any address of a local interface — in any spelling
+ * (an IPv4-mapped IPv6 form counts as its IPv4 address).
+ */
+export function isThisHost(ip: string): boolean {
+  const c = canonicalAddress(ip);
+  if (c === undefined) return false;
+  if (net.isIPv4(c)) {
+    if (c.startsWith('127.') || c.startsWith('0.')) return true;
+  } else if (c === '0:0:0:0:0:0:0:0' || c === '0:0:0:0:0:0:0:1') return true;
+  for (const list of Object.values(os.networkInterfaces())) {
+    for (const i of list ?? []) if (canonicalAddress(i.address) === c) return true;
+  }
+  return false;
+}
+
+const sameServerAddress = (a: string, b: string): boolean => {
+  const ca = canonicalAddress(a);
+  return (ca !== undefined && ca === canonicalAddress(b)) || (isThisHost(a) && isThisHost(b));
+};
+
+/** Azure's platform endpoint (wire server, metadata): a public-looking address that answers inside the cloud */
+const AZURE_PLATFORM = '168.63.129.16';
+
+/**
+ * Whether a resolved address may be connected to: public addresses always; the private ranges
+ * (loopback, RFC 1918, CGNAT, unique-local) only with `allowPrivate`; the unspecified address,
+ * link-local, cloud metadata, multicast and reserved ranges never.
+ */
+export function databaseAddressAllowed(ip: string, allowPrivate: boolean): boolean {
+  if (!isForbiddenAddress(ip)) return canonicalAddress(ip) !== AZURE_PLATFORM;
+  return allowPrivate && isPrivateUseAddress(ip);
+}
 
 /**
  * The address to connect to for a credential's host: resolved once, every address checked
@@ -137,17 +177,21 @@ export async function resolveDatabaseAddress(
     throw new ApiError('service_unavailable', `the host of the registered ${kind} credential does not resolve; check it, or register the credential again`, { connector_kind: kind, reason: 'dns' });
   }
   if (addresses.length === 0) throw new ApiError('service_unavailable', `the host of the registered ${kind} credential does not resolve`, { connector_kind: kind, reason: 'dns' });
-  if (!o.allowPrivate && addresses.some((a) => isForbiddenAddress(a))) {
-    throw new ApiError('invalid_request', `the registered ${kind} credential points at a loopback, private or otherwise non-public address, which this control plane does not connect to (SVC_LIVE_ALLOW_PRIVATE=0)`, {
+  // one refused answer refuses the host: a name mixing public and private answers is a rebinding trick
+  if (addresses.some((a) => !databaseAddressAllowed(a, o.allowPrivate))) {
+    const why = o.allowPrivate
+      ? 'an unspecified, link-local, cloud metadata or reserved address, which this control plane never connects to'
+      : 'a loopback, private or otherwise non-public address, which this control plane does not connect to (SVC_LIVE_ALLOW_PRIVATE=0)';
+    throw new ApiError('invalid_request', `the registered ${kind} credential points at ${why}`, {
       connector_kind: kind,
       reason: 'address_not_allowed',
     });
   }
   for (const r of o.reserved) {
-    if (r.port !== url.port || r.database !== url.database) continue;
+    if (r.port !== url.port) continue;
     const theirs = await lookupAll(r.host).catch(() => [] as string[]);
-    if (addresses.some((a) => theirs.some((b) => sameAddress(a, b)))) {
-      throw new ApiError('invalid_request', `the registered ${kind} credential points at a database of the control plane itself, which no connection can read`, {
+    if (addresses.some((a) => theirs.some((b) => sameServerAddress(a, b)))) {
+      throw new ApiError('invalid_request', `the registered ${kind} credential points at a database server of the control plane itself, which no connection can read`, {
         connector_kind: kind,
         reason: 'address_not_allowed',
       });

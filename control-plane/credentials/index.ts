@@ -2,13 +2,14 @@
  * Bring-your-own credentials (CONTRACT.md "Credentials"): one per connector kind per
  * organization, posting again replaces it. The secret and its options are sealed together with
  * AES-256-GCM under the current master key (the key id is kept with the ciphertext, so earlier
- * keys listed in SVC_MASTER_KEY_PREVIOUS still open what they sealed) and opened only at query
- * time, by `resolve`. Nothing here logs, and no error message carries the secret or any part of
+ * keys listed in SVC_MASTER_KEY_PREVIOUS still open what they sealed), bound to the row's
+ * organization and kind (associated data: a sealed value copied into another row does not open),
+ * and opened only at query time, by `resolve`. Nothing here logs, and no error message carries the secret or any part of
  * it: what leaves this module is metadata (kind, times, a hint of at most the last 4 characters).
  */
 import { ApiError } from '../errors.js';
 import type { CredentialFields, CredentialKindDef } from '../live/types.js';
-import { open, seal, SecretsError, type MasterKeyRing } from '../secrets/index.js';
+import { open, seal, sealedWithPattern, SecretsError, type MasterKeyRing } from '../secrets/index.js';
 import type { Store } from '../store/index.js';
 
 export interface CredentialMeta {
@@ -30,6 +31,11 @@ interface CredentialRow {
 
 export const SECRET_MAX_CHARS = 8192;
 const HINT_MIN_SECRET = 12;
+/** kinds whose secret may be empty: http-files with public files (no bearer token) */
+const EMPTY_SECRET_KINDS: ReadonlySet<string> = new Set(['http-files']);
+
+/** The associated data a credential is sealed with: the row it belongs to. */
+const sealContext = (orgId: string, kind: string): string => `credential\n${orgId}\n${kind}`;
 
 const iso = (d: Date | string | null): string | null => (d === null ? null : new Date(d).toISOString());
 
@@ -86,15 +92,16 @@ export class CredentialStore {
   /** Validate and store (replacing any earlier credential of the kind). */
   async put(orgId: string, kind: string, secret: string, options: Readonly<Record<string, unknown>> = {}): Promise<CredentialMeta & { replaced: boolean }> {
     const def = this.kindOf(kind, 'connector_kind');
-    if (typeof secret !== 'string' || secret.length === 0 || secret.length > SECRET_MAX_CHARS) {
-      throw new ApiError('invalid_request', `secret must be a non-empty string of at most ${SECRET_MAX_CHARS} characters: ${def.secret.description}`, { field: 'secret' });
+    const mayBeEmpty = EMPTY_SECRET_KINDS.has(def.kind);
+    if (typeof secret !== 'string' || (secret.length === 0 && !mayBeEmpty) || secret.length > SECRET_MAX_CHARS) {
+      throw new ApiError('invalid_request', `secret must be a ${mayBeEmpty ? '' : 'non-empty '}string of at most ${SECRET_MAX_CHARS} characters: ${def.secret.description}`, { field: 'secret' });
     }
     if (secret !== secret.trim() || /[\u0000-\u001f\u007f]/.test(secret)) {
       throw new ApiError('invalid_request', `secret must not contain control characters or surrounding whitespace: ${def.secret.description}`, { field: 'secret' });
     }
     const normalized = def.validate(secret, options);
     const ring = await this.keys();
-    const sealed = seal(ring.current, JSON.stringify({ secret, options: normalized }));
+    const sealed = seal(ring.current, JSON.stringify({ secret, options: normalized }), sealContext(orgId, def.kind));
     const now = new Date().toISOString();
     const rows = await this.store.query<CredentialRow & { replaced: boolean }>(
       `INSERT INTO credentials (org_id, connector_kind, sealed, key_id, hint, created_at, last_used_at)
@@ -144,7 +151,7 @@ export class CredentialStore {
     }
     let plain: { secret?: unknown; options?: unknown };
     try {
-      plain = JSON.parse(open((await this.keys()).all, row.sealed).toString('utf8')) as { secret?: unknown; options?: unknown };
+      plain = JSON.parse(open((await this.keys()).all, row.sealed, sealContext(orgId, kind)).toString('utf8')) as { secret?: unknown; options?: unknown };
     } catch (err) {
       const why =
         err instanceof SecretsError && err.code === 'SECRETS_ERR_UNKNOWN_KEY'
@@ -159,26 +166,33 @@ export class CredentialStore {
     return { kind, secret: String(plain.secret ?? ''), options };
   }
 
-  /** Re-seal every credential not sealed with the current key (after a rotation); returns how many. */
+  /**
+   * Re-seal every credential not yet in the current form (sealed with an earlier master key, or
+   * in the v1 format that is not bound to its row) with the current key, bound to its row; run
+   * at start-up. Returns how many were re-sealed. Loads no key when nothing is stored.
+   */
   async reseal(): Promise<number> {
+    const any = await this.store.query('SELECT 1 FROM credentials LIMIT 1');
+    if (any.length === 0) return 0;
     const ring = await this.keys();
-    const rows = await this.store.query<{ org_id: string; connector_kind: string; sealed: string }>('SELECT org_id, connector_kind, sealed FROM credentials WHERE key_id <> $1', [ring.current.id]);
+    const rows = await this.store.query<{ org_id: string; connector_kind: string; sealed: string }>(
+      'SELECT org_id, connector_kind, sealed FROM credentials WHERE sealed NOT LIKE $1',
+      [sealedWithPattern(ring.current)],
+    );
     let n = 0;
     for (const r of rows) {
+      const context = sealContext(r.org_id, r.connector_kind);
       let plain: Buffer;
       try {
-        plain = open(ring.all, r.sealed);
+        plain = open(ring.all, r.sealed, context);
       } catch {
         continue; // unreadable with every key we have: left as it is, resolve() says so
       }
-      await this.store.query('UPDATE credentials SET sealed = $4, key_id = $5 WHERE org_id = $1 AND connector_kind = $2 AND sealed = $3', [
-        r.org_id,
-        r.connector_kind,
-        r.sealed,
-        seal(ring.current, plain),
-        ring.current.id,
-      ]);
-      n++;
+      const updated = await this.store.query(
+        'UPDATE credentials SET sealed = $4, key_id = $5 WHERE org_id = $1 AND connector_kind = $2 AND sealed = $3 RETURNING connector_kind',
+        [r.org_id, r.connector_kind, r.sealed, seal(ring.current, plain, context), ring.current.id],
+      );
+      n += updated.length;
     }
     return n;
   }

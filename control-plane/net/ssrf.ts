@@ -121,10 +121,11 @@ function ipv6Bytes(text: string): Buffer | undefined {
 
 const v4 = (b: Buffer, at: number): string => `${b[at]}.${b[at + 1]}.${b[at + 2]}.${b[at + 3]}`;
 
-/** The IPv4 address embedded in an IPv6 one (mapped, compatible, NAT64, 6to4), if any. */
+/** The IPv4 address embedded in an IPv6 one (mapped, translated, compatible, NAT64, 6to4), if any. */
 function embeddedV4(b: Buffer): string | undefined {
   const zeros = (from: number, to: number): boolean => b.subarray(from, to).every((x) => x === 0);
   if (zeros(0, 10) && b[10] === 0xff && b[11] === 0xff) return v4(b, 12); // ::ffff:a.b.c.d
+  if (zeros(0, 8) && b[8] === 0xff && b[9] === 0xff && zeros(10, 12)) return v4(b, 12); // ::ffff:0:a.b.c.d (SIIT, IPv4-translated)
   if (zeros(0, 12) && !zeros(12, 14)) return v4(b, 12); // ::a.b.c.d (deprecated compatible form)
   if (b.readUInt32BE(0) === 0x0064ff9b && zeros(4, 12)) return v4(b, 12); // 64:ff9b::/96 NAT64
   if (b.readUInt32BE(0) === 0x0064ff9b && b.readUInt16BE(4) === 1) return v4(b, 12); // 64:ff9b:1::/48 local NAT64
@@ -146,6 +147,48 @@ export function isForbiddenAddress(ip: string): boolean {
   if (inner !== undefined && blockV4.check(inner, 'ipv4')) return true;
   const canonical = Array.from({ length: 8 }, (_, i) => b.readUInt16BE(i * 2).toString(16)).join(':');
   return blockV6.check(canonical, 'ipv6');
+}
+
+/**
+ * The canonical text of an IP literal (brackets and zone dropped): an IPv4-mapped IPv6 address
+ * becomes its IPv4 address, other IPv6 addresses eight lower-case hex groups. Undefined for
+ * anything that is not an IP literal. Two spellings of one address compare equal.
+ */
+export function canonicalAddress(ip: string): string | undefined {
+  const text = ip.trim().replace(/^\[|\]$/g, '');
+  if (net.isIPv4(text)) return text;
+  const b = ipv6Bytes(text);
+  if (!b) return undefined;
+  if (b.subarray(0, 10).every((x) => x === 0) && b[10] === 0xff && b[11] === 0xff) return v4(b, 12);
+  return Array.from({ length: 8 }, (_, i) => b.readUInt16BE(i * 2).toString(16)).join(':');
+}
+
+const privateUseV4 = new net.BlockList();
+for (const [a, p] of [
+  ['10.0.0.0', 8],
+  ['100.64.0.0', 10],
+  ['127.0.0.0', 8],
+  ['172.16.0.0', 12],
+  ['192.168.0.0', 16],
+] as const) {
+  privateUseV4.addSubnet(a, p, 'ipv4');
+}
+const privateUseV6 = new net.BlockList();
+privateUseV6.addAddress('::1', 'ipv6');
+privateUseV6.addSubnet('fc00::', 7, 'ipv6');
+/** metadata services inside the private ranges above (Alibaba Cloud, AWS IPv6 IMDS) */
+const METADATA = new Set(['100.100.100.200', 'fd00:ec2:0:0:0:0:0:254']);
+
+/**
+ * True for the private ranges an operator may choose to reach (loopback, RFC 1918, CGNAT, IPv6
+ * loopback and unique-local, and IPv4-mapped forms of these), except the cloud metadata
+ * addresses among them. Never true for the unspecified address, link-local (169.254/16,
+ * fe80::/10, with the metadata endpoint 169.254.169.254), multicast or reserved ranges.
+ */
+export function isPrivateUseAddress(ip: string): boolean {
+  const c = canonicalAddress(ip);
+  if (c === undefined || METADATA.has(c)) return false;
+  return net.isIPv4(c) ? privateUseV4.check(c, 'ipv4') : privateUseV6.check(c, 'ipv6');
 }
 
 // ---------------------------------------------------------------- URLs
@@ -196,7 +239,11 @@ async function resolveChecked(hostname: string, options: GuardOptions, resolve: 
   if (!options.allowPrivate) {
     // one forbidden answer refuses the host: a name that mixes public and private answers is a rebinding trick
     const bad = addresses.find((a) => isForbiddenAddress(a.address));
-    if (bad) throw new NetError('NET_ERR_FORBIDDEN_ADDRESS', `${host} resolves to ${bad.address}, a private, loopback, link-local or reserved address; receivers must be public`);
+    // the address itself stays out of the message: it reaches the customer, who must not learn how internal names resolve
+    if (bad) {
+      const typed = family !== 0;
+      throw new NetError('NET_ERR_FORBIDDEN_ADDRESS', typed ? `the address ${host} is private, loopback, link-local or reserved; receivers must be public` : `${host} resolves to a non-public address (private, loopback, link-local or reserved); receivers must be public`);
+    }
   }
   return addresses;
 }
@@ -289,7 +336,10 @@ export async function guardedRequest(url: string | URL, options: GuardedRequestO
     req.on('error', (err: NodeJS.ErrnoException) => {
       if (err instanceof NetError) return finish(err);
       const tlsLike = typeof err.code === 'string' && /CERT|SSL|TLS|SELF_SIGNED|HOSTNAME/.test(err.code);
-      finish(new NetError(tlsLike ? 'NET_ERR_TLS' : 'NET_ERR_CONNECT', `${err.code ?? 'error'}: ${err.message}`, { cause: err }));
+      // "connect ECONNREFUSED <address>:<port>": a host name's resolved address stays out of the message
+      const address = (err as NodeJS.ErrnoException & { address?: unknown }).address;
+      const message = typeof address === 'string' && address !== '' && net.isIP(u.hostname.replace(/^\[|\]$/g, '')) === 0 ? err.message.split(address).join(u.hostname) : err.message;
+      finish(new NetError(tlsLike ? 'NET_ERR_TLS' : 'NET_ERR_CONNECT', `${err.code ?? 'error'}: ${message}`, { cause: err }));
     });
     req.on('response', (res) => {
       const chunks: Buffer[] = [];

@@ -38,7 +38,8 @@ export function credentialRoutes(app: App, s: Services): void {
         body: Type.Object(
           {
             connector_kind: Type.String({ minLength: 1, maxLength: 100 }),
-            secret: Type.String({ minLength: 1, maxLength: SECRET_MAX_CHARS }),
+            // may be empty only for a kind that needs no secret (http-files with public files): checked per kind by the store
+            secret: Type.String({ maxLength: SECRET_MAX_CHARS }),
             options: Type.Optional(Type.Record(Type.String({ maxLength: 100 }), Type.Unknown())),
           },
           { additionalProperties: false },

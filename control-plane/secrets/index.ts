@@ -1,10 +1,16 @@
 /**
  * The master key and sealed secrets. The master key (32 bytes) comes from SVC_MASTER_KEY, or is
  * generated once into `<data dir>/master.key` (mode 0600). Secrets are sealed with AES-256-GCM
- * as `v1.<key id>.<iv>.<tag>.<ciphertext>` (base64url parts); the key id (first 8 hex characters
- * of SHA-256 of the key) is kept with every ciphertext so the master key can be rotated: open()
- * accepts any key it is given, and loadMasterKeyRing gives it the current key plus the previous
- * ones (SVC_MASTER_KEY_PREVIOUS).
+ * (16-byte tag, pinned on both sides so a truncated tag never verifies) as
+ * `<version>.<key id>.<iv>.<tag>.<ciphertext>` (base64url parts); the key id (first 8 hex
+ * characters of SHA-256 of the key) is kept with every ciphertext so the master key can be
+ * rotated: open() accepts any key it is given, and loadMasterKeyRing gives it the current key plus
+ * the previous ones (SVC_MASTER_KEY_PREVIOUS).
+ *
+ * Versions: `v2` binds the ciphertext to its context (associated data, e.g. the organization and
+ * kind of a credential), so a sealed value copied into another row does not open; `v1` (no
+ * associated data) is what earlier releases wrote and is still opened. `isSealedWith` tells
+ * whether a stored value is already v2 under a given key, so start-up can re-seal the rest.
  */
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
@@ -80,25 +86,48 @@ export async function loadMasterKeyRing(configured: string | undefined, previous
   return { current, all };
 }
 
-export function seal(key: MasterKey, plaintext: string | Buffer): string {
+const TAG_BYTES = 16;
+
+/**
+ * Seal `plaintext` with `key`. With `context` (associated data naming where the value belongs,
+ * e.g. `credential\n<org>\n<kind>`) the result is v2 and opens only with that same context;
+ * without it, v1 (kept for callers that have no context yet).
+ */
+export function seal(key: MasterKey, plaintext: string | Buffer, context?: string): string {
   const iv = randomBytes(12);
-  const cipher = createCipheriv('aes-256-gcm', key.key, iv);
+  const cipher = createCipheriv('aes-256-gcm', key.key, iv, { authTagLength: TAG_BYTES });
+  if (context !== undefined) cipher.setAAD(Buffer.from(context, 'utf8'));
   const body = Buffer.concat([cipher.update(plaintext), cipher.final()]);
-  return ['v1', key.id, iv.toString('base64url'), cipher.getAuthTag().toString('base64url'), body.toString('base64url')].join('.');
+  return [context !== undefined ? 'v2' : 'v1', key.id, iv.toString('base64url'), cipher.getAuthTag().toString('base64url'), body.toString('base64url')].join('.');
 }
 
-/** Open a sealed secret with whichever of `keys` sealed it. */
-export function open(keys: readonly MasterKey[], sealed: string): Buffer {
+/**
+ * Open a sealed secret with whichever of `keys` sealed it. A v2 value opens only with the
+ * `context` it was sealed with; a v1 value (no context) opens whatever `context` is given.
+ */
+export function open(keys: readonly MasterKey[], sealed: string, context?: string): Buffer {
   const parts = sealed.split('.');
-  if (parts.length !== 5 || parts[0] !== 'v1') throw new SecretsError('SECRETS_ERR_SEALED', 'not a sealed secret');
+  const version = parts[0];
+  if (parts.length !== 5 || (version !== 'v1' && version !== 'v2')) throw new SecretsError('SECRETS_ERR_SEALED', 'not a sealed secret');
   const [, id, iv, tag, body] = parts as [string, string, string, string, string];
   const key = keys.find((k) => k.id === id);
   if (!key) throw new SecretsError('SECRETS_ERR_UNKNOWN_KEY', `sealed with master key ${id}, which is not configured`);
   try {
-    const decipher = createDecipheriv('aes-256-gcm', key.key, Buffer.from(iv, 'base64url'));
-    decipher.setAuthTag(Buffer.from(tag, 'base64url'));
+    const tagBytes = Buffer.from(tag, 'base64url');
+    if (tagBytes.length !== TAG_BYTES) throw new Error('tag length');
+    const decipher = createDecipheriv('aes-256-gcm', key.key, Buffer.from(iv, 'base64url'), { authTagLength: TAG_BYTES });
+    if (version === 'v2') decipher.setAAD(Buffer.from(context ?? '', 'utf8'));
+    decipher.setAuthTag(tagBytes);
     return Buffer.concat([decipher.update(Buffer.from(body, 'base64url')), decipher.final()]);
   } catch {
-    throw new SecretsError('SECRETS_ERR_SEALED', 'the sealed secret does not open (tampered, or another key)');
+    throw new SecretsError('SECRETS_ERR_SEALED', 'the sealed secret does not open (tampered, another key, or another row)');
   }
 }
+
+/** Whether `sealed` is already in the current format (v2, bound to its context) under `key`: else start-up re-seals it. */
+export function isSealedWith(sealed: string, key: MasterKey): boolean {
+  return sealed.startsWith(`v2.${key.id}.`);
+}
+
+/** The LIKE pattern of values that `isSealedWith(…, key)` (for SQL that selects what to re-seal). */
+export const sealedWithPattern = (key: MasterKey): string => `v2.${key.id}.%`;

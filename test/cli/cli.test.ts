@@ -215,6 +215,24 @@ t.test('credentials from the CLI', async (t) => {
   t.equal((await svc(['credentials', 'delete', 'stripe'])).code, 0);
   t.same(json(await svc(['credentials', 'list', '--json']))['credentials'], []);
   t.equal((await svc(['credentials', 'add', 'stripe'])).code, 2, 'no secret given');
+
+  // http-files: options with JSON values, public files with an empty secret
+  const files = [{ table: 't', url: 'https://files.example.com/t.csv' }];
+  const stored = async (): Promise<unknown> => {
+    const [row] = await srv.svc.store.query<{ org_id: string }>("SELECT org_id FROM credentials WHERE connector_kind = 'http-files'");
+    return row ? (await srv.svc.services.credentials.resolve(row.org_id, 'http-files')).options['files'] : undefined;
+  };
+  const viaOption = await svc(['credentials', 'add', 'http-files', '--secret', '', '--option', `files=${JSON.stringify(files)}`, '--json']);
+  t.equal(viaOption.code, 0, viaOption.stderr);
+  t.same(await stored(), [{ ...files[0], format: 'csv' }], '--option key=<JSON> sends the array');
+  const optionsFile = path.join(dir, 'files.json');
+  fs.writeFileSync(optionsFile, JSON.stringify({ files: [{ table: 'u', url: 'https://files.example.com/u.json' }] }));
+  const viaFile = await svc(['credentials', 'add', 'http-files', '--secret', '', '--options-file', optionsFile]);
+  t.equal(viaFile.code, 0, viaFile.stderr);
+  t.same(await stored(), [{ table: 'u', url: 'https://files.example.com/u.json', format: 'json' }], '--options-file replaces it');
+  const badJson = await svc(['credentials', 'add', 'http-files', '--secret', '', '--options-json', '{files:']);
+  t.equal(badJson.code, 2, 'malformed --options-json is a usage error');
+  t.match(badJson.stderr, /--options-json is not valid JSON/);
 });
 
 t.test('SVC_API_KEY wins over the stored key', async (t) => {

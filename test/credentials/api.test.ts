@@ -153,8 +153,9 @@ t.test('a live connection needs its credential at open time; databases name thei
   t.equal(relay.status, 404);
 });
 
-t.test('SVC_LIVE_ALLOW_PRIVATE=0: a credential pointing at a loopback address is refused at query time', async (t) => {
-  const strict = await startServer({ demoWorkers: 1, env: { SVC_LIVE_ALLOW_PRIVATE: '0' } });
+t.test('by default (SVC_LIVE_ALLOW_PRIVATE unset: 0) a credential pointing at a loopback address is refused at query time', async (t) => {
+  const strict = await startServer({ demoWorkers: 1 });
+  t.equal(strict.config.liveAllowPrivate, false);
   t.teardown(() => strict.close());
   const a = await signupAgent(strict.url);
   await api(strict.url, 'POST', '/v1/connections/credentials', { key: a.key, body: { connector_kind: 'mysql', secret: 'mysql://root:Private-Pw-1@127.0.0.1:3306/shop' } });
@@ -163,4 +164,23 @@ t.test('SVC_LIVE_ALLOW_PRIVATE=0: a credential pointing at a loopback address is
   t.equal(r.status, 400);
   t.equal(r.body.error.details.reason, 'address_not_allowed');
   t.notMatch(r.text, /Private-Pw-1/);
+});
+
+t.test('http-files with public files: an empty secret is accepted for that kind only', async (t) => {
+  const a = await signupAgent(srv.url);
+  const files = [{ table: 'rates', url: 'https://files.example.com/rates.csv' }];
+  const r = await api<Meta>(srv.url, 'POST', '/v1/connections/credentials', { key: a.key, body: { connector_kind: 'http-files', secret: '', options: { files } } });
+  t.equal(r.status, 201, r.text);
+  t.equal(r.body.connector_kind, 'http-files');
+  t.equal(r.body.hint, '');
+  const resolved = await srv.svc.services.credentials.resolve(a.orgId, 'http-files');
+  t.equal(resolved.secret, '', 'stored and opened as no token');
+  t.same(resolved.options['files'], [{ table: 'rates', url: 'https://files.example.com/rates.csv', format: 'csv' }]);
+  for (const kind of ['postgres', 'mysql', 'stripe', 'github', 'hubspot', 'salesforce']) {
+    const e = await api<{ error: { code: string; details?: { field?: string } } }>(srv.url, 'POST', '/v1/connections/credentials', { key: a.key, body: { connector_kind: kind, secret: '' } });
+    t.equal(e.status, 400, `${kind}: an empty secret is refused`);
+    t.equal(e.body.error.details?.field, 'secret', kind);
+  }
+  const noFiles = await api(srv.url, 'POST', '/v1/connections/credentials', { key: a.key, body: { connector_kind: 'http-files', secret: '' } });
+  t.equal(noFiles.status, 400, 'the files option is still required');
 });

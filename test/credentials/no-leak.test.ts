@@ -43,7 +43,7 @@ t.test('no secret in any log line, response body or audit event', async (t) => {
   const logs = new PassThrough();
   const lines: string[] = [];
   logs.on('data', (chunk: Buffer) => lines.push(...chunk.toString('utf8').split('\n').filter(Boolean)));
-  const srv = await startServer({ env: { LOG_LEVEL: 'trace' }, logStream: logs, limits: { queryTimeoutMs: 1500 } });
+  const srv = await startServer({ env: { LOG_LEVEL: 'trace', SVC_LIVE_ALLOW_PRIVATE: '1' }, logStream: logs, limits: { queryTimeoutMs: 1500 } });
   t.teardown(() => srv.close());
 
   const bodies: ApiResponse[] = [];
@@ -120,7 +120,7 @@ t.test('master-key rotation: previous keys still open what they sealed', async (
   const k2 = randomBytes(32).toString('base64');
   const secret = withPassword(db.url, 'rotation-pw');
 
-  let srv = await startServer({ dataDir: dir, demoWorkers: 1, env: { SVC_MASTER_KEY: k1 } });
+  let srv = await startServer({ dataDir: dir, demoWorkers: 1, env: { SVC_MASTER_KEY: k1, SVC_LIVE_ALLOW_PRIVATE: '1' } });
   const a = await signupAgent(srv.url);
   t.equal((await api(srv.url, 'POST', '/v1/connections/credentials', { key: a.key, body: { connector_kind: 'postgres', secret } })).status, 201);
   const conn = await openConnection(srv.url, a.key, 'postgres', ['read:orders']);
@@ -130,7 +130,7 @@ t.test('master-key rotation: previous keys still open what they sealed', async (
   await srv.close();
 
   // rotated: the new key seals, the old one is still listed
-  srv = await startServer({ dataDir: dir, demoWorkers: 1, env: { SVC_MASTER_KEY: k2, SVC_MASTER_KEY_PREVIOUS: k1 } });
+  srv = await startServer({ dataDir: dir, demoWorkers: 1, env: { SVC_MASTER_KEY: k2, SVC_MASTER_KEY_PREVIOUS: k1, SVC_LIVE_ALLOW_PRIVATE: '1' } });
   const r = await q();
   t.equal(r.status, 200, 'a credential sealed with the previous key is still readable');
   t.same(r.body.rows, [{ n: 50 }]);
@@ -150,12 +150,12 @@ t.test('master-key rotation: previous keys still open what they sealed', async (
   await srv.close();
 
   // the old key gone: the re-sealed credential still opens
-  srv = await startServer({ dataDir: dir, demoWorkers: 1, env: { SVC_MASTER_KEY: k2 } });
+  srv = await startServer({ dataDir: dir, demoWorkers: 1, env: { SVC_MASTER_KEY: k2, SVC_LIVE_ALLOW_PRIVATE: '1' } });
   t.equal((await q()).status, 200, 're-sealed credentials need only the new key');
   await srv.close();
 
   // a key that never sealed it: a clean 400 naming the kind to register again
-  srv = await startServer({ dataDir: dir, demoWorkers: 1, env: { SVC_MASTER_KEY: randomBytes(32).toString('hex') } });
+  srv = await startServer({ dataDir: dir, demoWorkers: 1, env: { SVC_MASTER_KEY: randomBytes(32).toString('hex'), SVC_LIVE_ALLOW_PRIVATE: '1' } });
   const lost = await q();
   t.equal(lost.status, 400);
   t.equal(lost.body.error?.details.reason, 'credential_unreadable');

@@ -35,7 +35,8 @@ if (!(await mariadbAnswers())) {
     await admin.query(`CREATE TABLE ${dbName}.secrets (id INT, value TEXT); INSERT INTO ${dbName}.secrets VALUES (1, 'top secret')`);
     await admin.query(`CREATE TABLE ${other}.orders (id INT); INSERT INTO ${other}.orders VALUES (42)`);
     await admin.query(`CREATE USER '${reader}'@'%' IDENTIFIED BY 'Reader-Pw-77'; GRANT SELECT ON ${dbName}.orders TO '${reader}'@'%'`);
-    srv = await startServer({ limits: { queryTimeoutMs: 1500, maxRows: 100 } });
+    // the MariaDB is on loopback: allowed only by SVC_LIVE_ALLOW_PRIVATE=1 (the default refuses it)
+    srv = await startServer({ env: { SVC_LIVE_ALLOW_PRIVATE: '1' }, limits: { queryTimeoutMs: 1500, maxRows: 100 } });
   });
   t.teardown(async () => {
     await srv?.close();

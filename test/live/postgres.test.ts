@@ -28,7 +28,8 @@ t.before(async () => {
     await c.query(`GRANT SELECT ON orders TO ${ROLE}`);
   }
   await c.end();
-  srv = await startServer({ limits: { queryTimeoutMs: 1500, maxRows: 100 } });
+  // the customer database is on loopback: allowed only by SVC_LIVE_ALLOW_PRIVATE=1 (the default refuses it)
+  srv = await startServer({ env: { SVC_LIVE_ALLOW_PRIVATE: '1' }, limits: { queryTimeoutMs: 1500, maxRows: 100 } });
 });
 t.teardown(async () => {
   await srv?.close();
