@@ -68,7 +68,7 @@ async function main(): Promise<void> {
     received = 0;
     target = N;
     const all = new Promise<void>((r) => (onAll = r));
-    const worker = new DeliveryWorker({ store, keys: async () => [key], retryDelaysMs: [1000], timeoutMs: 10_000, allowPrivate: true, concurrency: CONCURRENCY, pollMs: 50 });
+    const worker = new DeliveryWorker({ store, keys: async () => [key], retryDelaysMs: [1000], timeoutMs: 10_000, allowPrivate: true, concurrency: CONCURRENCY, perOrgConcurrency: CONCURRENCY, pollMs: 50 });
     const t1 = performance.now();
     worker.start();
     await all;

@@ -7,6 +7,7 @@ import { ApiError } from '../errors.js';
 import { principalOf } from '../http/auth.js';
 import type { MasterKey } from '../secrets/index.js';
 import {
+  assertMockRoom,
   CHAOS_MODES,
   chaosProfile,
   DEFAULT_SCENARIO,
@@ -93,14 +94,15 @@ export function webhookRoutes(app: App, s: Services, hooks: WebhookHooks): void 
             connection_id: Type.Optional(Id),
             status: Type.Optional(Type.Union(DELIVERY_STATUSES.map((x) => Type.Literal(x)))),
             event: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
-            limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 500 })),
+            // query strings are not coerced (app.ts): a number arrives as text
+            limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,3}$', description: 'at most this many deliveries, 1 to 500 (default 100)' })),
           },
           { additionalProperties: false },
         ),
         response: { ...errors(400, 404) },
       },
     },
-    async (req) => listDeliveries(s.store, principalOf(req).orgId, { connectionId: req.query.connection_id, status: req.query.status, event: req.query.event, limit: req.query.limit ?? 100 }),
+    async (req) => listDeliveries(s.store, principalOf(req).orgId, { connectionId: req.query.connection_id, status: req.query.status, event: req.query.event, limit: Math.min(Math.max(Number(req.query.limit ?? 100), 1), 500) }),
   );
 
   app.get(
@@ -136,10 +138,10 @@ export function webhookRoutes(app: App, s: Services, hooks: WebhookHooks): void 
     '/v1/webhooks/trigger-mock-event',
     {
       schema: {
-        summary: 'Send a mock healthcare event through the signed pipeline (same queue, signing and retries as real events)',
+        summary: 'Send a mock healthcare event through the signed pipeline (same queue, signing and retries as real events); 429 while the organization has too many mock events pending',
         tags: ['webhooks'],
         body: Type.Optional(Type.Object({ scenario_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })), connection_id: Type.Optional(Id) }, { additionalProperties: false })),
-        response: { 202: Type.Object({ delivery_id: Type.String(), event: Type.String() }, Open), ...errors(400, 404, 409) },
+        response: { 202: Type.Object({ delivery_id: Type.String(), event: Type.String() }, Open), ...errors(400, 404, 409, 429) },
       },
     },
     async (req, reply) => {
@@ -158,6 +160,7 @@ export function webhookRoutes(app: App, s: Services, hooks: WebhookHooks): void 
           const owned = await sql.query('SELECT 1 FROM connections WHERE id = $1 AND org_id = $2', [connectionId, orgId]);
           if (owned.length === 0) throw new ApiError('not_found', `connection ${JSON.stringify(connectionId)} not found; list yours with GET /v1/connections`, { field: 'connection_id' });
         }
+        await assertMockRoom(sql, orgId, s.config.webhookMockPendingMax);
         return enqueue(sql, { orgId, connectionId, event: sc.event, environment: 'sandbox', resource: scenarioResource(sc), data: { scenario_id: sc.id } });
       });
       if (!queued) throw new ApiError('conflict', 'no webhook receiver is configured for this organization or connection; set one with POST /v1/agent/webhook');

@@ -234,6 +234,15 @@ CREATE TABLE credentials (
 CREATE INDEX credentials_key ON credentials (key_id);
 `,
   },
+  {
+    version: 6,
+    name: 'webhooks: per-organization fair claiming, the slow chaos hold as a scheduled delay',
+    sql: `
+ALTER TABLE webhook_deliveries ADD COLUMN held_since timestamptz;
+CREATE INDEX webhook_deliveries_org_due ON webhook_deliveries (org_id, next_attempt_at) WHERE status = 'pending';
+CREATE INDEX webhook_deliveries_leased ON webhook_deliveries (org_id) WHERE lease_until IS NOT NULL;
+`,
+  },
 ];
 
 /** Apply every migration not yet applied; returns the versions applied now. */

@@ -15,6 +15,7 @@ export {
   listDeliveries,
   listEndpoints,
   replayDelivery,
+  resealEndpointSecrets,
   setChaos,
   setEndpoint,
   type ChaosMode,
@@ -24,4 +25,5 @@ export {
   type Environment,
 } from './outbox.js';
 export { generateSecret, SECRET_PATTERN, serviceSignature, signedHeaders, standardSignature, standardWebhooksSecret } from './signing.js';
-export { DeliveryWorker, jittered, parseRetryAfter, type WorkerOptions } from './worker.js';
+export { assertMockRoom, claimDue, holdClaim, jittered, recordAttempt, releaseClaims, type Claim, type ClaimOptions, type Outcome, type Recorded } from './claims.js';
+export { DeliveryWorker, parseRetryAfter, type WorkerOptions } from './worker.js';

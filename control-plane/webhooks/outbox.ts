@@ -7,7 +7,7 @@ import { newId } from '../accounts/index.js';
 import { LIVE_TARGETS } from '../catalogue/index.js';
 import { ApiError } from '../errors.js';
 import { assertPublicUrl, checkUrl, NetError } from '../net/index.js';
-import { seal, type MasterKey } from '../secrets/index.js';
+import { open, seal, sealedWithPattern, type MasterKey, type MasterKeyRing } from '../secrets/index.js';
 import type { Sql, Store } from '../store/index.js';
 import { lifecycleResource, type FhirResource, type LifecycleEvent } from './events.js';
 import { generateSecret, SECRET_PATTERN, secretHint, standardWebhooksSecret } from './signing.js';
@@ -99,6 +99,9 @@ export async function checkReceiverUrl(url: string, allowPrivate: boolean): Prom
   }
 }
 
+/** Associated data binding a sealed receiver secret to its row: a value copied to another row does not open. */
+export const endpointSecretContext = (orgId: string, connectionId: string): string => `webhook-secret\n${orgId}\n${connectionId}`;
+
 export async function setEndpoint(store: Store, key: MasterKey, orgId: string, input: EndpointInput, allowPrivate: boolean): Promise<Record<string, unknown>> {
   const url = await checkReceiverUrl(input.url, allowPrivate);
   if (input.secret !== undefined && !SECRET_PATTERN.test(input.secret)) {
@@ -115,7 +118,7 @@ export async function setEndpoint(store: Store, key: MasterKey, orgId: string, i
   await store.query(
     `INSERT INTO webhook_endpoints (org_id, connection_id, url, secret_sealed, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5)
      ON CONFLICT (org_id, connection_id) DO UPDATE SET url = EXCLUDED.url, secret_sealed = EXCLUDED.secret_sealed, updated_at = EXCLUDED.updated_at`,
-    [orgId, connectionId, url, seal(key, secret), now],
+    [orgId, connectionId, url, seal(key, secret, endpointSecretContext(orgId, connectionId)), now],
   );
   return {
     level: connectionId === '' ? 'organization' : 'connection',
@@ -126,6 +129,37 @@ export async function setEndpoint(store: Store, key: MasterKey, orgId: string, i
     secret_hint: secretHint(secret),
     updated_at: now,
   };
+}
+
+/**
+ * After a master-key rotation: re-seal every receiver secret sealed with another key than the
+ * current one (run at start-up, like the credentials' re-seal). A row changed meanwhile (the
+ * secret was set again) is left as it is; one no key opens is left for the attempt to report
+ * (secret_unavailable). Returns how many were re-sealed. Loads no key when no receiver is stored.
+ */
+export async function resealEndpointSecrets(store: Store, keys: () => Promise<MasterKeyRing>): Promise<number> {
+  const any = await store.query('SELECT 1 FROM webhook_endpoints LIMIT 1');
+  if (any.length === 0) return 0; // no key is loaded (or made) for nothing
+  const ring = await keys();
+  const rows = await store.query<{ org_id: string; connection_id: string; secret_sealed: string }>(
+    'SELECT org_id, connection_id, secret_sealed FROM webhook_endpoints WHERE secret_sealed NOT LIKE $1',
+    [sealedWithPattern(ring.current)],
+  );
+  let n = 0;
+  for (const r of rows) {
+    let plain: Buffer;
+    try {
+      plain = open(ring.all, r.secret_sealed, endpointSecretContext(r.org_id, r.connection_id));
+    } catch {
+      continue;
+    }
+    const updated = await store.query(
+      'UPDATE webhook_endpoints SET secret_sealed = $4 WHERE org_id = $1 AND connection_id = $2 AND secret_sealed = $3 RETURNING org_id',
+      [r.org_id, r.connection_id, r.secret_sealed, seal(ring.current, plain, endpointSecretContext(r.org_id, r.connection_id))],
+    );
+    n += updated.length;
+  }
+  return n;
 }
 
 export async function listEndpoints(store: Store, orgId: string): Promise<Record<string, unknown>> {
@@ -154,6 +188,7 @@ interface DeliveryRow {
   created_at: Date;
   next_attempt_at: Date | null;
   completed_at: Date | null;
+  held_since: Date | null;
   body?: string;
 }
 
@@ -198,6 +233,8 @@ function deliveryView(d: DeliveryRow, attempts: AttemptRow[]): Record<string, un
     status: d.status,
     created_at: iso(d.created_at),
     next_attempt_at: d.status === 'pending' ? iso(d.next_attempt_at) : null,
+    // the sandbox slow profile is holding the next attempt (it started then; it is sent at next_attempt_at)
+    chaos_hold_since: d.status === 'pending' ? iso(d.held_since) : null,
     completed_at: iso(d.completed_at),
     attempt_count: d.attempts,
     attempts: attempts.map(attemptView),
@@ -242,7 +279,7 @@ export async function listDeliveries(
   }
   params.push(o.limit);
   const rows = await store.query<DeliveryRow>(
-    `SELECT id, connection_id, event, status, attempts, created_at, next_attempt_at, completed_at FROM webhook_deliveries WHERE ${where} ORDER BY created_at DESC, id DESC LIMIT $${params.length}`,
+    `SELECT id, connection_id, event, status, attempts, created_at, next_attempt_at, completed_at, held_since FROM webhook_deliveries WHERE ${where} ORDER BY created_at DESC, id DESC LIMIT $${params.length}`,
     params,
   );
   const attempts = await attemptsOf(store, rows.map((r) => r.id));
@@ -251,7 +288,7 @@ export async function listDeliveries(
 
 export async function getDelivery(store: Store, orgId: string, id: string): Promise<Record<string, unknown>> {
   const [row] = await store.query<DeliveryRow>(
-    'SELECT id, connection_id, event, status, attempts, created_at, next_attempt_at, completed_at, body FROM webhook_deliveries WHERE id = $1 AND org_id = $2',
+    'SELECT id, connection_id, event, status, attempts, created_at, next_attempt_at, completed_at, held_since, body FROM webhook_deliveries WHERE id = $1 AND org_id = $2',
     [id, orgId],
   );
   if (!row) throw new ApiError('not_found', `delivery ${JSON.stringify(id)} not found; list yours with GET /v1/webhooks/deliveries`);
@@ -272,7 +309,7 @@ export async function replayDelivery(store: Store, orgId: string, id: string): P
     }
     const now = new Date().toISOString();
     await sql.query(
-      `UPDATE webhook_deliveries SET status = 'pending', run_attempts = 0, next_attempt_at = $2, completed_at = NULL WHERE id = $1`,
+      `UPDATE webhook_deliveries SET status = 'pending', run_attempts = 0, next_attempt_at = $2, completed_at = NULL, held_since = NULL WHERE id = $1`,
       [id, now],
     );
     return { delivery_id: id, status: 'pending', next_attempt_at: now };

@@ -1,18 +1,20 @@
 /**
- * The delivery worker: claims due outbox rows (FOR UPDATE SKIP LOCKED, then a lease, so several
- * control-plane replicas share one outbox and a crashed one's claims come back when the lease
- * runs out), resolves the receiver and secret at each attempt, signs, sends through the SSRF
- * guard, records the attempt and schedules the retry. It also notices expired connections once
- * each (connection.expired). Nothing lives only in memory: a killed process loses no delivery,
- * at most an attempt in flight is made again (same delivery id).
+ * The delivery worker: claims due outbox rows fairly across organizations (claims.ts: at most
+ * `perOrgConcurrency` in flight per organization, round-robin; FOR UPDATE SKIP LOCKED, then a
+ * lease, so several control-plane replicas share one outbox and a crashed one's claims come back
+ * when the lease runs out), resolves the receiver and secret at each attempt, signs, sends
+ * through the SSRF guard, records the attempt (fenced by the lease) and schedules the retry.
+ * The sandbox `slow` profile's hold is a scheduled delay (holdClaim), not a waiting slot. It also
+ * notices expired connections once each (connection.expired). Nothing lives only in memory: a
+ * killed process loses no delivery, at most an attempt in flight is made again (same delivery id).
  */
 import { performance } from 'node:perf_hooks';
 import type { FastifyBaseLogger } from 'fastify';
 import { guardedRequest, NetError, type GuardedResponse } from '../net/index.js';
 import { open, type MasterKey } from '../secrets/index.js';
-import type { Sql, Store } from '../store/index.js';
-import { deliveryFailedResource } from './events.js';
-import { enqueue, enqueueLifecycle, getChaos, type ChaosProfile, type Environment } from './outbox.js';
+import type { Store } from '../store/index.js';
+import { claimDue, holdClaim, recordAttempt, releaseClaims, type Claim, type Outcome } from './claims.js';
+import { endpointSecretContext, enqueueLifecycle, getChaos, type ChaosProfile } from './outbox.js';
 import { signedHeaders } from './signing.js';
 
 export interface WorkerOptions {
@@ -26,6 +28,8 @@ export interface WorkerOptions {
   readonly allowPrivate: boolean;
   /** attempts in flight at once per process (default 16) */
   readonly concurrency?: number;
+  /** attempts in flight at once per organization, across replicas (SVC_WEBHOOK_ORG_CONCURRENCY, default 4) */
+  readonly perOrgConcurrency?: number;
   /** how often the outbox is looked at when idle (default 250 ms) */
   readonly pollMs?: number;
   /** how often expired connections are looked for (default 1 s) */
@@ -37,29 +41,6 @@ export interface WorkerOptions {
 export const RESPONSE_EXCERPT_BYTES = 512;
 /** a Retry-After beyond this is capped */
 export const MAX_RETRY_AFTER_MS = 3_600_000;
-/** retry delays are multiplied by a uniform factor in [1 - JITTER, 1 + JITTER] */
-export const JITTER = 0.1;
-
-interface Claimed {
-  id: string;
-  org_id: string;
-  connection_id: string | null;
-  event: string;
-  body: string;
-  attempts: number;
-  run_attempts: number;
-}
-
-interface Outcome {
-  ok: boolean;
-  statusCode: number | null;
-  errorClass: string | null;
-  errorMessage: string | null;
-  excerpt: string | null;
-  retryAfterMs: number | null;
-  url: string | null;
-  chaos: string | null;
-}
 
 /** Retry-After as seconds or an HTTP date, in ms from now; undefined when absent or malformed. */
 export function parseRetryAfter(value: string | string[] | undefined, now = Date.now()): number | undefined {
@@ -69,10 +50,6 @@ export function parseRetryAfter(value: string | string[] | undefined, now = Date
   const at = Date.parse(v);
   if (Number.isNaN(at)) return undefined;
   return Math.min(Math.max(0, at - now), MAX_RETRY_AFTER_MS);
-}
-
-export function jittered(ms: number, random: () => number = Math.random): number {
-  return Math.round(ms * (1 - JITTER + 2 * JITTER * random()));
 }
 
 const sleep = (ms: number, signal?: AbortSignal): Promise<void> =>
@@ -102,14 +79,14 @@ export class DeliveryWorker {
   private stopping = false;
   private loop: Promise<void> | undefined;
   private wake: AbortController = new AbortController();
-  private readonly inflight = new Map<string, { done: Promise<void>; abort: AbortController }>();
+  private readonly inflight = new Map<string, { claim: Claim; done: Promise<void>; abort: AbortController }>();
   private lastSweep = 0;
 
   constructor(options: WorkerOptions) {
-    this.o = { concurrency: 16, pollMs: 250, expirySweepMs: 1000, ...options, log: options.log };
+    this.o = { concurrency: 16, perOrgConcurrency: 4, pollMs: 250, expirySweepMs: 1000, ...options, log: options.log };
   }
 
-  /** A lease outlives any attempt: the deadline, the slow profile's hold, and slack. */
+  /** A lease outlives any attempt: the deadline and slack. */
   private get leaseMs(): number {
     return 2 * this.o.timeoutMs + 5000;
   }
@@ -125,7 +102,11 @@ export class DeliveryWorker {
     this.wake.abort();
   }
 
-  /** Stop claiming; attempts in flight finish within `graceMs`, the rest are aborted and released (due again at once). */
+  /**
+   * Stop claiming; attempts in flight finish within `graceMs`, the rest are aborted and released
+   * (due again at once). The release is fenced by each claim's lease: an attempt that finished
+   * meanwhile keeps the retry time it recorded.
+   */
   async stop(graceMs = Math.min(this.o.timeoutMs, 5000)): Promise<void> {
     if (!this.running) return;
     this.stopping = true;
@@ -133,14 +114,10 @@ export class DeliveryWorker {
     await this.loop;
     const pending = [...this.inflight.values()].map((f) => f.done);
     await Promise.race([Promise.allSettled(pending), sleep(graceMs)]);
-    const left = [...this.inflight.keys()];
+    const left = [...this.inflight.values()].map((f) => f.claim);
     for (const f of this.inflight.values()) f.abort.abort();
     await Promise.allSettled([...this.inflight.values()].map((f) => f.done));
-    if (left.length > 0) {
-      await this.o.store
-        .query(`UPDATE webhook_deliveries SET lease_until = NULL, next_attempt_at = $2 WHERE id = ANY($1::text[]) AND status = 'pending'`, [left, new Date().toISOString()])
-        .catch(() => undefined);
-    }
+    await releaseClaims(this.o.store, left).catch(() => undefined);
     this.running = false;
   }
 
@@ -154,7 +131,7 @@ export class DeliveryWorker {
         }
         const room = this.o.concurrency - this.inflight.size;
         if (room > 0) {
-          const rows = await this.claim(room);
+          const rows = await claimDue(this.o.store, { limit: room, perOrg: this.o.perOrgConcurrency, leaseMs: this.leaseMs });
           claimed = rows.length;
           for (const row of rows) this.spawn(row);
         }
@@ -170,68 +147,56 @@ export class DeliveryWorker {
     }
   }
 
-  private spawn(row: Claimed): void {
+  private spawn(claim: Claim): void {
     const abort = new AbortController();
-    const done = this.attempt(row, abort.signal)
-      .catch((err: unknown) => this.o.log?.warn({ delivery_id: row.id, err: { message: (err as Error).message } }, 'webhook attempt could not be recorded'))
+    const done = this.attempt(claim, abort.signal)
+      .catch((err: unknown) => this.o.log?.warn({ delivery_id: claim.id, err: { message: (err as Error).message } }, 'webhook attempt could not be recorded'))
       .finally(() => {
-        this.inflight.delete(row.id);
+        this.inflight.delete(claim.id);
         this.kick(); // a slot is free
       });
-    this.inflight.set(row.id, { done, abort });
+    this.inflight.set(claim.id, { claim, done, abort });
   }
 
-  private async claim(limit: number): Promise<Claimed[]> {
-    const now = new Date();
-    const lease = new Date(now.getTime() + this.leaseMs).toISOString();
-    return this.o.store.tx(async (sql) => {
-      const due = await sql.query<{ id: string }>(
-        `SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= $1 ORDER BY next_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED`,
-        [now.toISOString(), limit],
-      );
-      if (due.length === 0) return [];
-      return sql.query<Claimed>(
-        `UPDATE webhook_deliveries SET lease_until = $2, next_attempt_at = $2 WHERE id = ANY($1::text[])
-         RETURNING id, org_id, connection_id, event, body, attempts, run_attempts`,
-        [due.map((d) => d.id), lease],
-      );
-    });
-  }
-
-  private async attempt(row: Claimed, signal: AbortSignal): Promise<void> {
-    const started = new Date();
-    const t0 = performance.now();
-    const outcome = await this.send(row, signal);
+  private async attempt(claim: Claim, signal: AbortSignal): Promise<void> {
+    const chaos = await getChaos(this.o.store, claim.org_id);
+    if (chaos.mode === 'slow' && claim.held_since === null) {
+      // a receiver that answers late, as a schedule: no slot waits out the hold
+      await holdClaim(this.o.store, claim, Math.min(chaos.delay_ms, this.o.timeoutMs));
+      return;
+    }
+    const started = claim.held_since ?? new Date();
+    const t0 = performance.now() - (Date.now() - started.getTime());
+    const outcome = await this.send(claim, chaos, signal);
     if (signal.aborted && outcome.errorClass === 'aborted') return; // released by stop(), not an attempt
     const durationMs = Math.round(performance.now() - t0);
-    await this.record(row, started, durationMs, outcome);
-    if (!outcome.ok) this.o.log?.debug({ delivery_id: row.id, error_class: outcome.errorClass, status_code: outcome.statusCode }, 'webhook attempt failed');
+    const result = await recordAttempt(this.o.store, claim, { started, durationMs, outcome }, { retryDelaysMs: this.o.retryDelaysMs });
+    if (result === 'failed') this.kick(); // delivery.failed may be queued
+    if (result === 'stale') this.o.log?.warn({ delivery_id: claim.id }, 'webhook attempt outlived its lease; another claim owns the delivery, nothing recorded');
+    else if (!outcome.ok) this.o.log?.debug({ delivery_id: claim.id, error_class: outcome.errorClass, status_code: outcome.statusCode }, 'webhook attempt failed');
   }
 
-  private async send(row: Claimed, signal: AbortSignal): Promise<Outcome> {
+  private async send(row: Claim, chaos: ChaosProfile, signal: AbortSignal): Promise<Outcome> {
     const base: Outcome = { ok: false, statusCode: null, errorClass: null, errorMessage: null, excerpt: null, retryAfterMs: null, url: null, chaos: null };
-    const [endpoint] = await this.o.store.query<{ url: string; secret_sealed: string }>(
+    const [endpoint] = await this.o.store.query<{ url: string; secret_sealed: string; connection_id: string }>(
       // the connection's override sorts after the default ('') and wins
-      `SELECT url, secret_sealed FROM webhook_endpoints WHERE org_id = $1 AND connection_id IN ('', $2) ORDER BY connection_id DESC LIMIT 1`,
+      `SELECT url, secret_sealed, connection_id FROM webhook_endpoints WHERE org_id = $1 AND connection_id IN ('', $2) ORDER BY connection_id DESC LIMIT 1`,
       [row.org_id, row.connection_id ?? ''],
     );
     if (!endpoint) return { ...base, errorClass: 'no_endpoint', errorMessage: 'no webhook URL is configured (POST /v1/agent/webhook)' };
     let secret: string;
     try {
-      secret = open(await this.o.keys(), endpoint.secret_sealed).toString('utf8');
+      secret = open(await this.o.keys(), endpoint.secret_sealed, endpointSecretContext(row.org_id, endpoint.connection_id)).toString('utf8');
     } catch (err) {
       return { ...base, url: endpoint.url, errorClass: 'secret_unavailable', errorMessage: (err as Error).message };
     }
-    const chaos = await getChaos(this.o.store, row.org_id);
     const faulted = chaos.mode !== 'off' && (chaos.mode === 'slow' || row.run_attempts < chaos.failures);
     const headers = signedHeaders(secret, row.id, row.event, row.body);
     if (faulted) headers['x-service-chaos'] = chaos.mode;
     let timeoutMs = this.o.timeoutMs;
     const out: Outcome = { ...base, url: endpoint.url, chaos: faulted ? chaos.mode : null };
     if (faulted && chaos.mode === 'slow') {
-      // a receiver that answers late: the hold counts against the deadline
-      await sleep(Math.min(chaos.delay_ms, this.o.timeoutMs), signal);
-      if (signal.aborted) return { ...out, errorClass: 'aborted' };
+      // the hold (served as a schedule before this claim) counts against the deadline
       if (chaos.delay_ms >= this.o.timeoutMs) return { ...out, errorClass: 'timeout', errorMessage: `no answer within ${this.o.timeoutMs} ms (chaos profile slow holds ${chaos.delay_ms} ms)` };
       timeoutMs -= chaos.delay_ms;
     }
@@ -259,63 +224,6 @@ export class DeliveryWorker {
       return { ...o, statusCode: 429, errorClass: 'rate_limited', errorMessage: `429 injected by chaos profile rate_limit (Retry-After: ${chaos.retry_after_seconds}); ${real}`, retryAfterMs: chaos.retry_after_seconds * 1000 };
     }
     return { ...o, statusCode: 503, errorClass: 'http_status', errorMessage: `503 injected by chaos profile transient_503; ${real}` };
-  }
-
-  private async record(row: Claimed, started: Date, durationMs: number, o: Outcome): Promise<void> {
-    const attemptNo = row.attempts + 1;
-    const runNo = row.run_attempts + 1;
-    const kind = row.attempts === 0 ? 'initial' : row.run_attempts === 0 ? 'replay' : 'retry';
-    const now = new Date();
-    await this.o.store.tx(async (sql) => {
-      await sql.query(
-        `INSERT INTO webhook_attempts (delivery_id, attempt, kind, started_at, duration_ms, url, status_code, error_class, error_message, response_excerpt, chaos, retry_after_ms)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-        [row.id, attemptNo, kind, started.toISOString(), durationMs, o.url, o.statusCode, o.errorClass, o.errorMessage, o.excerpt, o.chaos, o.retryAfterMs],
-      );
-      const common = [row.id, attemptNo, runNo, now.toISOString()];
-      if (o.ok) {
-        await sql.query(
-          `UPDATE webhook_deliveries SET status = 'delivered', attempts = $2, run_attempts = $3, last_attempt_at = $4, completed_at = $4, lease_until = NULL, next_attempt_at = NULL WHERE id = $1`,
-          common,
-        );
-        return;
-      }
-      const delay = this.o.retryDelaysMs[runNo - 1];
-      if (delay === undefined) {
-        await sql.query(
-          `UPDATE webhook_deliveries SET status = 'failed', attempts = $2, run_attempts = $3, last_attempt_at = $4, completed_at = $4, lease_until = NULL, next_attempt_at = NULL WHERE id = $1`,
-          common,
-        );
-        await this.failedEvent(sql, row, attemptNo, o);
-        return;
-      }
-      const wait = Math.max(jittered(delay), o.retryAfterMs ?? 0);
-      await sql.query(
-        `UPDATE webhook_deliveries SET attempts = $2, run_attempts = $3, last_attempt_at = $4, lease_until = NULL, next_attempt_at = $5 WHERE id = $1`,
-        [...common, new Date(now.getTime() + wait).toISOString()],
-      );
-    });
-  }
-
-  /** delivery.failed, in the transaction that fails the delivery (never about a delivery.* event: no loops). */
-  private async failedEvent(sql: Sql, row: Claimed, attempts: number, o: Outcome): Promise<void> {
-    if (row.event.startsWith('delivery.')) return;
-    let environment: Environment = 'sandbox';
-    try {
-      environment = (JSON.parse(row.body) as { environment?: Environment }).environment ?? 'sandbox';
-    } catch {
-      // the stored body is ours and always JSON
-    }
-    const lastError = `${o.errorClass ?? 'error'}: ${o.errorMessage ?? ''}`;
-    const queued = await enqueue(sql, {
-      orgId: row.org_id,
-      connectionId: row.connection_id,
-      event: 'delivery.failed',
-      environment,
-      resource: deliveryFailedResource({ deliveryId: row.id, event: row.event, attempts, lastError }),
-      data: { delivery_id: row.id, failed_event: row.event, attempts, last_error_class: o.errorClass, last_status_code: o.statusCode },
-    });
-    if (queued) this.kick();
   }
 
   /** connection.expired, once per connection, in the transaction that marks it noticed. */

@@ -24,6 +24,8 @@ export interface Answer {
   readonly body?: string;
   /** hold the answer this long */
   readonly delayMs?: number;
+  /** hold the answer until this settles (a gate the test opens) */
+  readonly gate?: Promise<unknown>;
 }
 
 const safeEqual = (a: string, b: string): boolean => {
@@ -57,6 +59,9 @@ export class Receiver {
   whsec = '';
   /** answers by delivery-attempt order for one event; default 200 */
   answer: (r: Received, nth: number) => Answer = () => ({ status: 200, body: 'ok' });
+  /** requests received and not yet answered, now and at most */
+  open = 0;
+  maxOpen = 0;
   private waiters: Array<() => void> = [];
   private readonly server: http.Server;
   url = '';
@@ -77,15 +82,25 @@ export class Receiver {
           standardOk: verifyStandard(this.whsec, raw, req.headers),
         };
         this.received.push(r);
+        this.open++;
+        this.maxOpen = Math.max(this.maxOpen, this.open);
         const nth = this.received.filter((x) => x.deliveryId === r.deliveryId).length;
         const a = this.answer(r, nth);
+        let answered = false;
+        const finish = (): void => {
+          if (!answered) (answered = true), this.open--;
+        };
+        res.on('close', finish); // the sender gave up (its deadline): no longer open
         const send = (): void => {
+          finish();
           res.writeHead(a.status, a.headers ?? {});
           res.end(a.body ?? '');
           for (const w of this.waiters.splice(0)) w();
         };
-        if (a.delayMs) setTimeout(send, a.delayMs);
-        else send();
+        for (const w of this.waiters.splice(0)) w(); // a request arrived: conditions on received are looked at now
+        const later = (): void => void (a.delayMs ? setTimeout(send, a.delayMs) : send());
+        if (a.gate) void a.gate.then(later, later);
+        else later();
       });
     });
   }
