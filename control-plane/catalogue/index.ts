@@ -126,7 +126,12 @@ function liveTarget(l: LiveTargetDef): Target {
     scopes: grammar,
     grammar,
     tableNames: l.tables ? l.tables.map((t) => t.name) : null,
-    tables: (l.tables ?? []).map((t) => ({ name: t.name, description: t.description, time_column: l.period ? 'created' : null, columns: [] })),
+    tables: (l.tables ?? []).map((t) => ({
+      name: t.name,
+      description: t.description,
+      time_column: l.period && t.columns.some((c) => c.name === 'created') ? 'created' : null,
+      columns: t.columns.map((c) => ({ name: c.name, type: c.type, description: c.description })),
+    })),
     tiers: TIERS_LIVE,
     live: l,
   };

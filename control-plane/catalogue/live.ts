@@ -1,9 +1,12 @@
-/** The 8 live targets (CONTRACT.md "Catalogue"), each queryable through its connector (control-plane/live/). */
+/**
+ * The 8 live targets (CONTRACT.md "Catalogue"), each queryable through its connector
+ * (control-plane/live/). The API targets' tables and columns are read from the declarative REST
+ * specs (live/rest/apis/index.ts, a leaf that loads no connector code), so the catalogue shows
+ * exactly the columns a query gets.
+ */
+import { apiTables, type ApiTableInfo } from '../live/rest/apis/index.js';
 
-export interface LiveTableInfo {
-  readonly name: string;
-  readonly description: string;
-}
+export type LiveTableInfo = ApiTableInfo;
 
 export interface LiveTargetDef {
   readonly id: string;
@@ -19,7 +22,12 @@ export interface LiveTargetDef {
   readonly period: boolean;
 }
 
-const t = (name: string, description: string): LiveTableInfo => ({ name, description });
+/** the spec's tables of an API target (its id is also the spec's id) */
+function tablesOf(id: string): readonly LiveTableInfo[] {
+  const tables = apiTables(id);
+  if (!tables) throw new Error(`no REST spec for the live target ${id}`);
+  return tables;
+}
 
 export const LIVE_TARGETS: readonly LiveTargetDef[] = [
   {
@@ -54,15 +62,7 @@ export const LIVE_TARGETS: readonly LiveTargetDef[] = [
     name: 'Stripe (restricted key)',
     description: 'Payment-provider objects as SQL tables, fetched with a restricted read-only key (rk_…).',
     credentialKind: 'stripe',
-    tables: [
-      t('customers', 'Customers'),
-      t('charges', 'Charges'),
-      t('payment_intents', 'Payment intents'),
-      t('invoices', 'Invoices'),
-      t('subscriptions', 'Subscriptions'),
-      t('refunds', 'Refunds'),
-      t('balance_transactions', 'Balance transactions'),
-    ],
+    tables: tablesOf('stripe'),
     database: false,
     period: true,
   },
@@ -71,7 +71,7 @@ export const LIVE_TARGETS: readonly LiveTargetDef[] = [
     name: 'GitHub',
     description: 'Repositories, issues and pull requests as SQL tables, with a fine-grained read-only token.',
     credentialKind: 'github',
-    tables: [t('repositories', 'Repositories'), t('issues', 'Issues'), t('pull_requests', 'Pull requests')],
+    tables: tablesOf('github'),
     database: false,
     period: true,
   },
@@ -80,7 +80,7 @@ export const LIVE_TARGETS: readonly LiveTargetDef[] = [
     name: 'HubSpot',
     description: 'CRM contacts, companies and deals as SQL tables, with a private-app token.',
     credentialKind: 'hubspot',
-    tables: [t('contacts', 'Contacts'), t('companies', 'Companies'), t('deals', 'Deals')],
+    tables: tablesOf('hubspot'),
     database: false,
     period: true,
   },
@@ -89,7 +89,7 @@ export const LIVE_TARGETS: readonly LiveTargetDef[] = [
     name: 'Salesforce',
     description: 'Accounts, contacts and opportunities as SQL tables, with an OAuth access token.',
     credentialKind: 'salesforce',
-    tables: [t('accounts', 'Accounts'), t('contacts', 'Contacts'), t('opportunities', 'Opportunities')],
+    tables: tablesOf('salesforce'),
     database: false,
     period: true,
   },

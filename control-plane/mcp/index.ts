@@ -13,7 +13,7 @@ import { createMcpServer, MCP_SERVER_INFO } from './server.js';
 import { queryString, type ApiCaller } from './tools.js';
 
 export { createMcpServer, MCP_SERVER_INFO };
-export { queryString, runTool, TOOLS, UNTRUSTED_NOTICE, type ApiCall, type ApiCaller, type ApiResult } from './tools.js';
+export { isSourceError, queryString, runTool, TOOLS, UNTRUSTED_ERROR_NOTICE, UNTRUSTED_NOTICE, type ApiCall, type ApiCaller, type ApiResult } from './tools.js';
 
 export const MCP_PATHS = ['/mcp', '/v1/mcp'] as const;
 

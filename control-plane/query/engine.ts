@@ -15,11 +15,11 @@ import type { LiveConnector, PreparedLiveQuery } from '../live/types.js';
 import { DemoQueryError, type DemoEngine } from '../demo/engine.js';
 import type { TunnelRegistry } from '../tunnel/index.js';
 import { relayPolicy, runOnRelay } from './relay.js';
-import { quoteIdent, quoteLiteral, scopeSettings } from '../demo/load.js';
+import { scopeSettings } from '../demo/load.js';
 import type { ColumnInfo, Row } from '../embedded/index.js';
 import { ApiError, isApiError } from '../errors.js';
 import type { Store } from '../store/index.js';
-import { checkAndRewrite, SqlPolicyError, type ScopedTable, type SqlPolicy } from './sql/index.js';
+import { checkAndRewrite, periodPredicate, SqlPolicyError, type ScopedTable, type SqlPolicy } from './sql/index.js';
 
 export interface QueryDeps {
   readonly store: Store;
@@ -67,14 +67,6 @@ export function auditedSql(name: string, text: string): Record<string, unknown> 
   const out: Record<string, unknown> = { [name]: text.length > AUDIT_SQL_MAX_CHARS ? text.slice(0, AUDIT_SQL_MAX_CHARS) : text, [`${name}_sha256`]: sha256Hex(text) };
   if (text.length > AUDIT_SQL_MAX_CHARS) out[`${name}_truncated`] = true;
   return out;
-}
-
-/** The row predicate `period:` scopes put on a table's time column (a union of half-open intervals). */
-export function periodPredicate(column: string, periods: readonly Interval[]): string | null {
-  if (periods.length === 0) return null;
-  const col = quoteIdent(column);
-  const parts = periods.map((p) => `(${col} >= ${quoteLiteral(p.start)}::timestamptz AND ${col} < ${quoteLiteral(p.end)}::timestamptz)`);
-  return parts.length === 1 ? (parts[0] as string) : `(${parts.join(' OR ')})`;
 }
 
 export function demoPolicy(target: Target, scopes: ParsedScopes): SqlPolicy {

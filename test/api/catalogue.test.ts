@@ -1,4 +1,8 @@
 import t from 'tap';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { GITHUB, HUBSPOT, SALESFORCE, STRIPE } from '../../control-plane/live/rest/index.js';
 import { api, signupAgent, startServer, type TestServer } from '../helpers/server.js';
 
 let srv: TestServer;
@@ -16,7 +20,7 @@ type Target = {
   credential_kind: string | null;
   queryable: boolean;
   scopes: { name: string; pattern: string; required: boolean }[];
-  tables: { name: string; time_column: string | null; columns: { name: string; type: string }[] }[];
+  tables: { name: string; description: string; time_column: string | null; columns: { name: string; type: string; description: string }[] }[];
   tiers: string[];
 };
 
@@ -95,4 +99,66 @@ t.test('healthcare data is synthetic, within 2023–2025, and FHIR-coded', async
   t.ok(genders.every((g) => ['male', 'female', 'other', 'unknown'].includes(g as string)), 'administrative-gender');
   const adt = (await q('SELECT DISTINCT trigger_event FROM adt_events ORDER BY 1')).map((x) => x['trigger_event']);
   t.ok(adt.length > 0 && adt.every((e) => /^A0[1-8]$/.test(e as string)), `HL7 v2 ADT triggers: ${adt.join(',')}`);
+});
+
+const SQL_TYPES = ['text', 'bigint', 'numeric', 'boolean', 'timestamptz', 'jsonb'];
+
+t.test('API targets list the columns their queries get (from the REST specs)', async (t) => {
+  const list = (await api<{ targets: Target[] }>(srv.url, 'GET', '/v1/connections/targets?kind=live', { key })).body.targets;
+  for (const spec of [STRIPE, GITHUB, HUBSPOT, SALESFORCE]) {
+    const one = await api<Target>(srv.url, 'GET', `/v1/connections/targets/${spec.id}`, { key });
+    t.equal(one.status, 200);
+    const listed = list.find((x) => x.id === spec.id);
+    t.same(listed?.tables, one.body.tables, `${spec.id}: the list and the single target agree`);
+    t.same(one.body.tables.map((x) => x.name), spec.tables.map((x) => x.name), `${spec.id}: the spec's tables`);
+    for (const table of spec.tables) {
+      const shown = one.body.tables.find((x) => x.name === table.name);
+      t.ok(shown && shown.columns.length > 0, `${spec.id}.${table.name} has columns`);
+      t.same(
+        shown?.columns,
+        table.columns.map((c) => ({ name: c.name, type: c.type, description: c.description })),
+        `${spec.id}.${table.name}: every column with its SQL type and description, in order`,
+      );
+      t.equal(shown?.description, table.description);
+      t.equal(shown?.time_column, 'created', `${spec.id}.${table.name}: period: restricts created`);
+      t.ok(shown?.columns.some((c) => c.name === 'created' && c.type === 'timestamptz'), 'the time column is one of the columns');
+      for (const c of shown?.columns ?? []) {
+        t.ok(SQL_TYPES.includes(c.type), `${spec.id}.${table.name}.${c.name}: ${c.type} is a SQL type`);
+        t.ok(c.description.length > 0, `${spec.id}.${table.name}.${c.name} is described`);
+      }
+    }
+  }
+  // a few columns an agent writes queries against
+  const stripe = (await api<Target>(srv.url, 'GET', '/v1/connections/targets/stripe', { key })).body;
+  t.match(stripe.tables.find((x) => x.name === 'charges')?.columns.find((c) => c.name === 'amount'), { type: 'bigint' });
+  t.match(stripe.tables.find((x) => x.name === 'customers')?.columns.find((c) => c.name === 'email'), { type: 'text' });
+  // databases and http-files have no fixed tables: theirs are the credential's own
+  for (const id of ['postgres', 'mysql', 'postgres-relay', 'http-files']) t.same(list.find((x) => x.id === id)?.tables, [], `${id}: no fixed tables`);
+});
+
+/** Relative runtime imports (not `import type`) of a TypeScript module, as absolute .ts paths. */
+function runtimeImports(file: string): string[] {
+  const src = readFileSync(file, 'utf8');
+  const out: string[] = [];
+  for (const m of src.matchAll(/^(?:import|export)\s+(type\s+)?(?:[^;'"]*?\sfrom\s+)?'([^']+)'/gm)) {
+    if (m[1] || !m[2]) continue;
+    out.push(m[2].startsWith('.') ? path.resolve(path.dirname(file), m[2].replace(/\.js$/, '.ts')) : m[2]);
+  }
+  return out;
+}
+
+t.test('the catalogue loads the column lists without the connectors, engines or drivers', async (t) => {
+  const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+  const seen = new Set<string>();
+  const todo = [path.join(root, 'control-plane/catalogue/index.ts')];
+  while (todo.length > 0) {
+    const f = todo.pop() as string;
+    if (seen.has(f)) continue;
+    seen.add(f);
+    if (f.startsWith('/')) todo.push(...runtimeImports(f));
+  }
+  const rel = [...seen].map((f) => (f.startsWith('/') ? path.relative(root, f) : f));
+  t.ok(rel.includes('control-plane/live/rest/apis/index.ts'), 'the declarative specs are read');
+  const heavy = rel.filter((f) => (f.startsWith('control-plane/live/') && !/^control-plane\/live\/rest\/(apis\/[a-z]+|spec)\.ts$/.test(f)) || /^control-plane\/(query|embedded|store|net)\//.test(f) || !(f.startsWith('control-plane/') || f.startsWith('node:')));
+  t.same(heavy, [], `only leaf modules and node built-ins: ${rel.join(', ')}`);
 });

@@ -13,13 +13,9 @@
 import type { ParsedScopes, Target } from '../../catalogue/index.js';
 import type { ReadQueryResult } from '../../embedded/index.js';
 import { ApiError } from '../../errors.js';
-import { periodPredicate } from '../../query/engine.js';
-import { checkAndRewrite, SqlPolicyError, type ScopedTable, type SqlPolicy } from '../../query/sql/index.js';
+import { checkAndRewrite, periodPredicate, SqlPolicyError, type ScopedTable, type SqlPolicy } from '../../query/sql/index.js';
 import type { CredentialKindDef, LiveConnector, LiveRunContext, PreparedLiveQuery } from '../types.js';
-import { GITHUB } from './apis/github.js';
-import { HUBSPOT } from './apis/hubspot.js';
-import { SALESFORCE } from './apis/salesforce.js';
-import { STRIPE } from './apis/stripe.js';
+import { GITHUB, HUBSPOT, SALESFORCE, STRIPE } from './apis/index.js';
 import { fileSpecs, REST_CREDENTIAL_KINDS } from './credentials.js';
 import { EnginePool, QueryDatabase, querySchema } from './engine.js';
 import { fetchTable, windowsOf, type TableFetch } from './fetch.js';
@@ -30,6 +26,7 @@ import type { ApiSpec } from './spec.js';
 export { nextLink } from './apis/github.js';
 export { parseCsv, CsvError } from './csv.js';
 export { STRIPE, GITHUB, HUBSPOT, SALESFORCE };
+export { API_SPECS, apiTables, type ApiTableInfo, type ApiColumnInfo } from './apis/index.js';
 export type { ApiSpec, TableSpec, ColumnSpec } from './spec.js';
 
 /** What the REST connectors take from the configuration (control-plane/config.ts `restApis`). */

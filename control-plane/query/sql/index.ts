@@ -37,6 +37,7 @@ import {
 } from './walker.js';
 
 export { SqlPolicyError } from './errors.js';
+export { periodPredicate, type PeriodBounds } from './period.js';
 export type { SqlPolicyErrorCode, SqlPolicyErrorDetail } from './errors.js';
 export {
   ALLOWED_CAST_TYPES,
