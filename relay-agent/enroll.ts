@@ -3,9 +3,10 @@
  * token to the control plane, and writes key/cert/CA/relay.json into the config directory
  * (directory 0700, files 0600). The private key never leaves the machine.
  */
+import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { generateKeyAndCsr } from '../pki/index.js';
+import { generateKeyAndCsr, identityOf } from '../pki/index.js';
 import { RelayError } from './errors.js';
 
 export const KEY_FILE = 'key.pem';
@@ -116,6 +117,16 @@ export async function enroll(opts: EnrollOptions): Promise<EnrollResult> {
   return { ...config, configDir: dir };
 }
 
+/** write `content` to `dir/name` atomically, mode 0600 */
+export function writeFileAtomic(dir: string, name: string, content: string): void {
+  const final = join(dir, name);
+  const tmp = join(dir, `.${name}.${process.pid}.tmp`);
+  rmSync(tmp, { force: true });
+  writeFileSync(tmp, content, { mode: 0o600, flag: 'wx' });
+  chmodSync(tmp, 0o600);
+  renameSync(tmp, final);
+}
+
 export interface LoadedConfig extends RelayConfig {
   keyPem: string;
   certPem: string;
@@ -123,26 +134,78 @@ export interface LoadedConfig extends RelayConfig {
 }
 
 /**
- * A renewal writes key.pem.next and cert.pem.next, then renames the key, then the certificate.
- * Both still there: the switch never started, the old pair stands. Only the certificate there:
- * the key was switched, finish with the certificate.
+ * Why a `.next` certificate cannot finish a switch (null: it can): it must be a certificate for
+ * `keyPem`, issued by our CA (ca.pem), for this relay, and not expired.
  */
-function finishInterruptedRenewal(configDir: string): void {
-  const keyNext = join(configDir, KEY_FILE + NEXT_SUFFIX);
-  const certNext = join(configDir, CERT_FILE + NEXT_SUFFIX);
-  if (!existsSync(certNext)) return rmSync(keyNext, { force: true });
-  if (existsSync(keyNext)) {
-    rmSync(keyNext, { force: true });
-    rmSync(certNext, { force: true });
-    return;
+function unusableNext(certPem: string, keyPem: string, caPem: string, relayId: string | undefined, now = new Date()): string | null {
+  try {
+    const cert = new X509Certificate(certPem);
+    const ca = new X509Certificate(caPem);
+    if (!cert.checkPrivateKey(createPrivateKey(keyPem))) return 'it is not the certificate of the new key';
+    if (!cert.checkIssued(ca) || !cert.verify(ca.publicKey)) return 'it was not issued by the CA in ca.pem';
+    if (relayId !== undefined && identityOf(cert).relayId !== relayId) return 'it names another relay';
+    if (new Date(cert.validTo).getTime() <= now.getTime()) return 'it expired';
+    return null;
+  } catch (err) {
+    return (err as Error).message;
   }
-  renameSync(certNext, join(configDir, CERT_FILE));
 }
 
-/** Reads what enroll wrote (and what renewals replaced). */
-export function loadConfig(configDir: string): LoadedConfig {
+/**
+ * A renewal (renew.ts) writes key.pem.next and cert.pem.next complete, then renames the key, then
+ * the certificate. By then the control plane has already superseded the old certificate, and a
+ * superseded certificate can no longer renew: so an interrupted switch is FINISHED whenever the
+ * new pair is usable (the certificate belongs to the new key, our CA issued it for this relay, it
+ * has not expired), and only an unusable `.next` file is dropped.
+ *  - key.pem.next and cert.pem.next: the renames never started; finish both.
+ *  - only cert.pem.next: the key was switched; finish with the certificate.
+ *  - only key.pem.next: the certificate never reached the disk; the old pair stands (it still opens
+ *    the tunnel during its overlap window, but cannot renew: enroll again before it expires).
+ * Returns what was done, for the log.
+ */
+export function finishInterruptedRenewal(configDir: string): string | null {
+  const keyNext = join(configDir, KEY_FILE + NEXT_SUFFIX);
+  const certNext = join(configDir, CERT_FILE + NEXT_SUFFIX);
+  const keyFile = join(configDir, KEY_FILE);
+  const hasKeyNext = existsSync(keyNext);
+  if (!existsSync(certNext)) {
+    if (!hasKeyNext) return null;
+    rmSync(keyNext, { force: true });
+    return `dropped ${KEY_FILE + NEXT_SUFFIX}: the renewed certificate never reached the disk, the previous certificate stands (it cannot renew itself: enroll again before it expires)`;
+  }
+  const certPem = readFileSync(certNext, 'utf8');
+  const newKey = readFileSync(hasKeyNext ? keyNext : keyFile, 'utf8');
+  let relayId: string | undefined;
   try {
-    finishInterruptedRenewal(configDir);
+    const id = (JSON.parse(readFileSync(join(configDir, RELAY_JSON), 'utf8')) as { relay_id?: unknown }).relay_id;
+    relayId = typeof id === 'string' ? id : undefined;
+  } catch {
+    relayId = undefined;
+  }
+  const why = unusableNext(certPem, newKey, readFileSync(join(configDir, CA_FILE), 'utf8'), relayId);
+  if (why !== null) {
+    // the old pair stands, unless the key was already switched (then nothing matches the key)
+    rmSync(certNext, { force: true });
+    rmSync(keyNext, { force: true });
+    return `dropped the interrupted renewal's ${CERT_FILE + NEXT_SUFFIX} (${why})`;
+  }
+  if (hasKeyNext) renameSync(keyNext, keyFile);
+  renameSync(certNext, join(configDir, CERT_FILE));
+  try {
+    const cfg = JSON.parse(readFileSync(join(configDir, RELAY_JSON), 'utf8')) as Record<string, unknown>;
+    cfg['expires_at'] = new Date(new X509Certificate(certPem).validTo).toISOString();
+    writeFileAtomic(configDir, RELAY_JSON, JSON.stringify(cfg, null, 2) + '\n');
+  } catch {
+    /* relay.json is read (and its errors reported) by loadConfig */
+  }
+  return `finished an interrupted certificate renewal: the renewed key and certificate are in place`;
+}
+
+/** Reads what enroll wrote (and what renewals replaced); `log` hears about a finished interrupted renewal. */
+export function loadConfig(configDir: string, log?: (line: string) => void): LoadedConfig {
+  try {
+    const done = finishInterruptedRenewal(configDir);
+    if (done !== null) log?.(done);
   } catch (err) {
     throw new RelayError('RELAY_ERR_CONFIG_INVALID', `cannot finish an interrupted certificate renewal in ${configDir}: ${(err as Error).message}`, { cause: err });
   }

@@ -4,8 +4,16 @@
  * statement_timeout (the smaller of the requested deadline and our maximum), row and byte
  * limits, results read through a cursor `FETCH n` at a time and streamed with
  * `incoming.sendRows` (which waits for credit, so memory stays bounded), ROLLBACK always, and
- * cancellation at the database (pg_cancel_backend on a separate connection) when the stream is
- * cancelled or its deadline passes.
+ * cancellation at the database (pg_cancel_backend on a separate connection, 2 s to connect)
+ * when the stream is cancelled or its deadline passes while one of our statements runs, never
+ * after the query failed or finished by itself.
+ *
+ * Round trips: the pool's connections are pipelined (pg's `pipeline` mode: each query is sent
+ * without waiting for the previous answer, each with its own Sync), so the prologue
+ * `BEGIN READ ONLY; SET LOCAL statement_timeout; SELECT pg_backend_pid()` (our fixed text, one
+ * simple-protocol message), the DECLARE of the agent's statement and the first FETCH go out
+ * together; a small result costs one round trip plus a ROLLBACK that overlaps sending it. A
+ * large result keeps one FETCH ahead of the batch being sent (two batches in memory at most).
  */
 import pg from 'pg';
 import type { Column, IncomingQuery, Row, Value } from '../protocol/index.js';
@@ -39,6 +47,8 @@ export interface Executor {
   readonly limits: ExecutorLimits;
   /** queries running now */
   readonly inflight: number;
+  /** pg_cancel_backend calls made (stream cancelled or deadline passed while a statement ran) */
+  readonly cancels: number;
   readonly pool: pg.Pool;
   close(): Promise<void>;
 }
@@ -50,6 +60,8 @@ interface PgErrorLike {
 }
 
 const CURSOR_KEYWORDS = new Set(['select', 'values', 'with', 'table']);
+/** connect and query timeout of the pg_cancel_backend side connection */
+const CANCEL_TIMEOUT_MS = 2000;
 
 /** first keyword of a statement, skipping whitespace, comments and opening parentheses */
 export function firstKeyword(sql: string): string {
@@ -116,15 +128,18 @@ function mapError(err: unknown): { code: string; message: string; retryable?: bo
 export function createExecutor(opts: ExecutorOptions): Executor {
   const limits: ExecutorLimits = { ...DEFAULT_EXECUTOR_LIMITS, ...(opts.limits ?? {}) };
   const appName = opts.applicationName ?? 'svc-relay';
-  const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.poolSize ?? 4, application_name: appName, idleTimeoutMillis: 30_000 });
+  const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.poolSize ?? 4, application_name: appName, idleTimeoutMillis: 30_000, pipeline: true });
   pool.on('error', () => {
     /* an idle client died; the pool replaces it */
   });
   let inflight = 0;
+  let cancels = 0;
 
   async function cancelBackend(pid: number): Promise<void> {
-    const c = new pg.Client({ connectionString: opts.databaseUrl, application_name: `${appName}-cancel` });
+    // bounded: a database that does not answer quickly must not hold the query's clean-up
+    const c = new pg.Client({ connectionString: opts.databaseUrl, application_name: `${appName}-cancel`, connectionTimeoutMillis: CANCEL_TIMEOUT_MS, query_timeout: CANCEL_TIMEOUT_MS });
     c.on('error', () => {});
+    cancels++;
     try {
       await c.connect();
       await c.query('SELECT pg_cancel_backend($1)', [pid]);
@@ -168,16 +183,33 @@ export function createExecutor(opts: ExecutorOptions): Executor {
       q.fail('RELAY_ERR_DATABASE_UNAVAILABLE', m.message, { retryable: true });
       return;
     }
+    if (q.signal.aborted) {
+      client.release(); // cancelled while waiting for a connection: nothing was sent
+      return;
+    }
+    // the backend pid (from BackendKeyData; replaced by pg_backend_pid() below, which stays
+    // right behind a pooler), for pg_cancel_backend on a separate connection
+    const keyPid = (client as unknown as { processID?: unknown }).processID;
+    let pid: number | null = typeof keyPid === 'number' && keyPid > 0 ? keyPid : null;
+    // statements of ours on the wire now; a cancel is sent only while one runs
+    let running = 0;
+    // we ended or failed the stream ourselves, or the database has nothing left to do for it
+    let finished = false;
     let broken = false;
-    let pid: number | null = null;
     let timedOut = false;
+    let cancelWanted = false;
     let cancelling: Promise<void> | null = null;
     const cancel = (): void => {
-      if (pid !== null && cancelling === null) {
-        broken = true;
-        cancelling = cancelBackend(pid);
+      if (finished || cancelling !== null || running === 0) return;
+      if (pid === null) {
+        cancelWanted = true; // sent once the pid is known
+        return;
       }
+      broken = true; // the cancel may land on whatever runs next on this connection: never reuse it
+      cancelling = cancelBackend(pid);
     };
+    // the stream was cancelled by its opener, its deadline passed, or the session closed (NOT
+    // our own q.fail: `finished` is set before it)
     const onAbort = (): void => cancel();
     q.signal.addEventListener('abort', onAbort, { once: true });
     const timer = setTimeout(() => {
@@ -185,17 +217,55 @@ export function createExecutor(opts: ExecutorOptions): Executor {
       cancel();
     }, timeoutMs);
     timer.unref?.();
+    /** a statement of ours on the pipelined connection; its failure is read where it is awaited */
+    const send = <R extends pg.QueryResultRow>(c: pg.QueryConfig & { rowMode?: 'array' }): Promise<pg.QueryResult<R>> => {
+      running++;
+      const p = client.query<R>(c as pg.QueryConfig);
+      p.then(
+        () => running--,
+        () => running--,
+      );
+      return p;
+    };
+    let rollback: Promise<unknown> | null = null;
+    const startRollback = (): void => {
+      finished = true;
+      rollback ??= client.query('ROLLBACK');
+      rollback.catch(() => undefined);
+    };
     const extended = <T extends pg.QueryConfig>(c: T): T => Object.assign(c, { queryMode: 'extended' });
     try {
-      await client.query('BEGIN READ ONLY');
-      // takes the snapshot too, so the statement cannot switch the transaction to read-write
-      const r = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
-      pid = r.rows[0]?.pid ?? null;
-      await client.query(`SET LOCAL statement_timeout = ${timeoutMs}`);
-      if (q.signal.aborted) cancel();
-      if (q.signal.aborted || timedOut) throw q.signal.reason ?? new Error('cancelled');
-
+      // ONE round trip for a small result: the connection is pipelined, so our fixed prologue (one
+      // simple-protocol message; the SELECT takes the snapshot, so the statement cannot switch
+      // the transaction to read-write), the agent's statement (one extended-protocol statement:
+      // several are refused by the server) and its first FETCH go out together
+      const begin = send<{ pid: number }>({ text: `BEGIN READ ONLY; SET LOCAL statement_timeout = ${timeoutMs}; SELECT pg_backend_pid() AS pid` });
+      begin.catch(() => undefined);
       const params = (open.params ?? []) as unknown[];
+      const cursor = CURSOR_KEYWORDS.has(kw);
+      const batch = Math.max(1, Math.min(limits.fetchRows, maxRows + 1));
+      const fetchNext = (): Promise<pg.QueryResult<unknown[]>> => {
+        const p = send<unknown[]>({ text: `FETCH ${batch} FROM svc_relay_cur`, rowMode: 'array' });
+        p.catch(() => undefined);
+        return p;
+      };
+      let main: Promise<pg.QueryResult<unknown[]>>;
+      let next: Promise<pg.QueryResult<unknown[]>> | null = null;
+      if (cursor) {
+        main = send<unknown[]>(extended({ text: `DECLARE svc_relay_cur NO SCROLL CURSOR FOR ${open.statement}`, values: params }));
+        next = fetchNext();
+      } else {
+        main = send<unknown[]>(extended({ text: open.statement, values: params, rowMode: 'array' as const }));
+      }
+      main.catch(() => undefined);
+      // errors in order: a failed prologue fails what follows it, report the first cause
+      const b = (await begin) as unknown as pg.QueryResult<{ pid: number }> | pg.QueryResult<{ pid: number }>[];
+      const last = Array.isArray(b) ? b[b.length - 1] : b;
+      const realPid = last?.rows[0]?.pid;
+      if (typeof realPid === 'number') pid = realPid;
+      if (cancelWanted) cancel();
+      const first = await main;
+
       let rowCount = 0;
       let bytes = 0;
       let truncated = false;
@@ -231,46 +301,56 @@ export function createExecutor(opts: ExecutorOptions): Executor {
         return ok;
       };
 
-      if (CURSOR_KEYWORDS.has(kw)) {
-        await client.query(extended({ text: `DECLARE svc_relay_cur NO SCROLL CURSOR FOR ${open.statement}`, values: params }));
-        const batch = Math.max(1, Math.min(limits.fetchRows, maxRows + 1));
+      if (next) {
         for (;;) {
-          const res = await client.query({ text: `FETCH ${batch} FROM svc_relay_cur`, rowMode: 'array' });
+          const res: pg.QueryResult<unknown[]> = await next;
+          const full = res.rows.length === batch;
+          // one batch ahead: the database reads the next one while this one is sent (memory: two
+          // batches at most, still bounded by the stream's credit)
+          next = full && !q.signal.aborted && !timedOut ? fetchNext() : null;
+          if (!full) startRollback(); // the database is done: its ROLLBACK overlaps the sending
           await sendColumns(res.fields);
-          const more = await emit(res.rows as unknown[][]);
-          if (!more || res.rows.length < batch) break;
+          const more = await emit(res.rows);
+          if (!more || !full) break;
           if (q.signal.aborted) throw q.signal.reason;
+          if (timedOut) throw new Error('deadline'); // our own ceiling, below the requested deadline
+          next ??= fetchNext(); // (not reached: a full batch without a prefetch threw above)
         }
         command = `SELECT ${rowCount}`;
       } else {
-        const res = await client.query(extended({ text: open.statement, values: params, rowMode: 'array' as const }));
-        await sendColumns(res.fields ?? []);
-        await emit((res.rows ?? []) as unknown[][]);
-        command = `${res.command ?? ''} ${res.rowCount ?? rowCount}`.trim();
+        startRollback();
+        await sendColumns(first.fields ?? []);
+        await emit((first.rows ?? []) as unknown[][]);
+        command = `${first.command ?? ''} ${first.rowCount ?? rowCount}`.trim();
       }
+      finished = true;
       await q.end({ ...(truncated ? { truncated: true } : {}), ...(command ? { command } : {}) });
     } catch (err) {
+      const wasTimeout = timedOut;
+      finished = true;
       if (q.isOpen) {
-        if (timedOut) q.fail('RELAY_ERR_TIMEOUT', `the query ran past its ${timeoutMs} ms deadline and was cancelled at the database`, { detail: { timeoutMs } });
+        if (wasTimeout) q.fail('RELAY_ERR_TIMEOUT', `the query ran past its ${timeoutMs} ms deadline and was cancelled at the database`, { detail: { timeoutMs } });
         else {
           const m = mapError(err);
           q.fail(m.code, m.message, { ...(m.retryable ? { retryable: true } : {}), ...(m.detail ? { detail: m.detail } : {}) });
         }
       }
-      if ((err as PgErrorLike).code === undefined || !/^[0-9A-Z]{5}$/.test(String((err as PgErrorLike).code))) {
-        // not a database error (e.g. our stream was cancelled): the connection may be mid-statement
-        if (!cancelling && pid !== null && !q.isOpen) cancel();
-      }
     } finally {
+      finished = true;
       clearTimeout(timer);
       q.signal.removeEventListener('abort', onAbort);
-      if (cancelling) await cancelling;
-      try {
-        if (broken) throw new Error('cancelled connection');
-        await client.query('ROLLBACK');
-        client.release();
-      } catch (err) {
-        client.release(err instanceof Error ? err : true);
+      if (broken) {
+        // pipelined statements still on the wire finish (cancelled) before the client ends
+        client.release(new Error('cancelled at the database'));
+        if (cancelling) await cancelling;
+      } else {
+        try {
+          startRollback();
+          await rollback;
+          client.release();
+        } catch (err) {
+          client.release(err instanceof Error ? err : true);
+        }
       }
     }
   }
@@ -280,6 +360,9 @@ export function createExecutor(opts: ExecutorOptions): Executor {
     limits,
     get inflight() {
       return inflight;
+    },
+    get cancels() {
+      return cancels;
     },
     pool,
     close: () => pool.end(),

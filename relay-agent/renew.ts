@@ -4,19 +4,20 @@
  * `POST /v1/relay/renew` on the tunnel port, and the answer written into the config directory
  * atomically: the new key and certificate are first written complete as `key.pem.next` and
  * `cert.pem.next` (temporary file 0600, then rename), then renamed over key.pem and cert.pem;
- * loadConfig finishes an interrupted switch, so a crash leaves the old pair or the new one.
+ * loadConfig FINISHES an interrupted switch (the old certificate is superseded by then and can
+ * no longer renew), so a crash leaves the new pair in place once both `.next` files were written.
  *
  * `RelayCredentials` holds what the dialer presents; after `renew()` the next dial uses the new
  * certificate. When to renew is the agent's business (agent.ts: about half the lifetime).
  */
 import { createPrivateKey, generateKeyPair, X509Certificate } from 'node:crypto';
-import { chmodSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { renameSync, statSync } from 'node:fs';
 import https from 'node:https';
 import { isIP } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { createCsr, DEFAULT_RELAY_KEY_BITS, serialOf, tlsClientOptions } from '../pki/index.js';
-import { CA_FILE, CERT_FILE, KEY_FILE, NEXT_SUFFIX, RELAY_JSON, type LoadedConfig, type RelayConfig } from './enroll.js';
+import { CA_FILE, CERT_FILE, KEY_FILE, NEXT_SUFFIX, RELAY_JSON, writeFileAtomic, type LoadedConfig, type RelayConfig } from './enroll.js';
 import { RelayError } from './errors.js';
 
 /** the path on the tunnel port (see control-plane/tunnel) */
@@ -136,15 +137,7 @@ export async function requestRenewal(current: Current, o: RequestRenewalOptions 
   return { ...validityOf(certPem, new Date()), keyPem: fresh.keyPem, certPem, caCertPem };
 }
 
-/** write `content` to `dir/name` atomically, mode 0600 */
-export function writeFileAtomic(dir: string, name: string, content: string): void {
-  const final = join(dir, name);
-  const tmp = join(dir, `.${name}.${process.pid}.tmp`);
-  rmSync(tmp, { force: true });
-  writeFileSync(tmp, content, { mode: 0o600, flag: 'wx' });
-  chmodSync(tmp, 0o600);
-  renameSync(tmp, final);
-}
+export { writeFileAtomic };
 
 /** The relay's key, certificate and CA as the dialer presents them; renewable in place. */
 export class RelayCredentials {
@@ -182,23 +175,27 @@ export class RelayCredentials {
   /** asks for a new certificate (new key), writes it (when a config dir is set), and presents it from now on */
   async renew(signal?: AbortSignal): Promise<CertificateValidity> {
     const r = await requestRenewal(this.#current, { ...this.#o, ...(signal ? { signal } : {}) });
+    // from here the control plane has superseded the certificate in use, which can no longer
+    // renew: present the new one from now on, even if writing it fails below
+    const previous = this.#current;
+    this.#current = { ...previous, keyPem: r.keyPem, certPem: r.certPem, caCertPem: r.caCertPem, expires_at: r.notAfter.toISOString() };
+    this.#validity = { serial: r.serial, notBefore: r.notBefore, notAfter: r.notAfter, obtainedAt: r.obtainedAt };
     if (this.#configDir) {
       const dir = this.#configDir;
-      const cfg: RelayConfig = { relay_id: this.#current.relay_id, tunnel_url: this.#current.tunnel_url, control_plane: this.#current.control_plane, expires_at: r.notAfter.toISOString() };
+      const cfg: RelayConfig = { relay_id: previous.relay_id, tunnel_url: previous.tunnel_url, control_plane: previous.control_plane, expires_at: r.notAfter.toISOString() };
       try {
+        // the CA first, so that loadConfig can check an interrupted switch's certificate against it
+        if (r.caCertPem !== previous.caCertPem) writeFileAtomic(dir, CA_FILE, r.caCertPem);
         writeFileAtomic(dir, KEY_FILE + NEXT_SUFFIX, r.keyPem);
         writeFileAtomic(dir, CERT_FILE + NEXT_SUFFIX, r.certPem);
         // key, then certificate: loadConfig completes the second rename after a crash in between
         renameSync(join(dir, KEY_FILE + NEXT_SUFFIX), join(dir, KEY_FILE));
         renameSync(join(dir, CERT_FILE + NEXT_SUFFIX), join(dir, CERT_FILE));
-        if (r.caCertPem !== this.#current.caCertPem) writeFileAtomic(dir, CA_FILE, r.caCertPem);
         writeFileAtomic(dir, RELAY_JSON, JSON.stringify(cfg, null, 2) + '\n');
       } catch (err) {
-        throw new RenewError(`renewed, but the new certificate could not be written to ${dir}: ${(err as Error).message}`, { cause: err });
+        throw new RenewError(`renewed (this process presents the new certificate), but it could not be written to ${dir}: ${(err as Error).message}; the next renewal writes again`, { cause: err });
       }
     }
-    this.#current = { ...this.#current, keyPem: r.keyPem, certPem: r.certPem, caCertPem: r.caCertPem, expires_at: r.notAfter.toISOString() };
-    this.#validity = { serial: r.serial, notBefore: r.notBefore, notAfter: r.notAfter, obtainedAt: r.obtainedAt };
     return this.#validity;
   }
 }

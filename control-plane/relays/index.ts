@@ -228,14 +228,49 @@ export async function getRelay(store: Store, orgId: string, relayId: string, onl
 }
 
 /**
+ * A renewal authenticated by a certificate that is no longer the relay's current one (replaced by
+ * a newer certificate, maybe inside its overlap window): refused, so a key stolen before a
+ * rotation cannot obtain a fresh certificate and evict the real relay.
+ */
+export class CertificateNotCurrentError extends Error {
+  readonly reason = 'certificate_superseded';
+  constructor(serial: string) {
+    super(
+      `certificate ${serial} was replaced by a newer certificate: only the relay's current certificate can renew (a replaced one still opens the tunnel until its overlap window ends). If this relay did not renew itself, delete it and enroll again`,
+    );
+    this.name = 'CertificateNotCurrentError';
+  }
+}
+
+/**
  * Issue a new certificate for a relay. `rotate` requires a new key pair (the CSR's key must differ
  * from every key the relay has used); `renew` may keep the key. The replaced certificates stay
  * valid for the overlap window (or until the new one is seen on the tunnel), then are revoked.
+ * `presentedSerial` (the relay renewing itself with its client certificate): that certificate
+ * must be the relay's current one at the moment of the renewal, checked in the same transaction
+ * that supersedes it (of two renewals racing with one certificate, one wins), else
+ * CertificateNotCurrentError.
  */
-export async function reissue(store: Store, ca: RelayCa, o: RelayOptions, orgId: string, relayId: string, csrPem: string, kind: 'renew' | 'rotate'): Promise<Registered> {
+export async function reissue(
+  store: Store,
+  ca: RelayCa,
+  o: RelayOptions,
+  orgId: string,
+  relayId: string,
+  csrPem: string,
+  kind: 'renew' | 'rotate',
+  opts: { presentedSerial?: string } = {},
+): Promise<Registered> {
   return store.tx(async (sql) => {
     const r = await relayOf(sql, orgId, relayId);
     if (r.revoked_at) throw new ApiError('conflict', `relay ${relayId} was deleted; enroll a new relay with a new token`);
+    const now = new Date();
+    const overlapUntil = new Date(now.getTime() + o.overlapMs).toISOString();
+    const superseded = await sql.query<{ serial: string }>(
+      'UPDATE relay_certificates SET superseded_at = $2, overlap_until = $3 WHERE relay_id = $1 AND revoked_at IS NULL AND superseded_at IS NULL RETURNING serial',
+      [relayId, now.toISOString(), overlapUntil],
+    );
+    if (opts.presentedSerial !== undefined && !superseded.some((c) => c.serial === opts.presentedSerial)) throw new CertificateNotCurrentError(opts.presentedSerial);
     const cert = issue(ca, csrPem, relayId, orgId, o.certValidityDays);
     if (kind === 'rotate') {
       const used = await sql.query('SELECT 1 FROM relay_certificates WHERE relay_id = $1 AND key_fingerprint = $2', [relayId, keyFingerprint(cert.certPem)]);
@@ -243,13 +278,6 @@ export async function reissue(store: Store, ca: RelayCa, o: RelayOptions, orgId:
         throw new ApiError('invalid_request', 'rotate-cert needs a CSR for a new key pair; this key was used before (use renew to keep the key)', { field: 'csr_pem' });
       }
     }
-    const now = new Date();
-    const overlapUntil = new Date(now.getTime() + o.overlapMs).toISOString();
-    await sql.query('UPDATE relay_certificates SET superseded_at = $2, overlap_until = $3 WHERE relay_id = $1 AND revoked_at IS NULL AND superseded_at IS NULL', [
-      relayId,
-      now.toISOString(),
-      overlapUntil,
-    ]);
     await insertCert(sql, relayId, cert);
     await event(sql, orgId, relayId, kind === 'renew' ? 'certificate.renewed' : 'certificate.rotated', { serial: cert.serial, not_after: cert.notAfter.toISOString(), overlap_until: overlapUntil });
     return {
@@ -276,12 +304,13 @@ export async function deleteRelay(store: Store, orgId: string, relayId: string):
   });
 }
 
-export type CertificateVerdict = { ok: true; relayId: string; orgId: string } | { ok: false; reason: 'unknown' | 'revoked' | 'superseded' | 'relay_deleted' };
+/** `current`: not replaced by a newer certificate (only the current one may renew; a replaced one inside its overlap window may still open a tunnel) */
+export type CertificateVerdict = { ok: true; relayId: string; orgId: string; current: boolean } | { ok: false; reason: 'unknown' | 'revoked' | 'superseded' | 'relay_deleted' };
 
 /**
  * The deny-list check the tunnel listener runs at every handshake: a certificate is accepted only
  * if we issued it, it is not revoked, its relay is not deleted, and (if replaced) its overlap
- * window has not passed.
+ * window has not passed. The renewal endpoint further requires `current`.
  */
 export async function checkCertificate(store: Store, serial: string, fingerprint: string, now = new Date()): Promise<CertificateVerdict> {
   const [c] = await store.query<CertRow & { relay_id: string; org_id: string; relay_revoked_at: Date | null }>(
@@ -292,7 +321,7 @@ export async function checkCertificate(store: Store, serial: string, fingerprint
   if (c.relay_revoked_at) return { ok: false, reason: 'relay_deleted' };
   if (c.revoked_at) return { ok: false, reason: 'revoked' };
   if (c.overlap_until && new Date(c.overlap_until).getTime() <= now.getTime()) return { ok: false, reason: 'superseded' };
-  return { ok: true, relayId: c.relay_id, orgId: c.org_id };
+  return { ok: true, relayId: c.relay_id, orgId: c.org_id, current: c.superseded_at === null };
 }
 
 /**

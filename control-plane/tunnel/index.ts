@@ -7,9 +7,12 @@
  * tunnel at once.
  *
  * The same port answers `POST /v1/relay/renew`: a relay authenticated by its current client
- * certificate (the same checks as the upgrade, same refusal reasons) sends a CSR for a NEW key
- * pair and gets its next certificate (a rotation: the old one stays valid for the overlap window,
- * and is revoked once the new one is seen on a tunnel). The relay then dials a second tunnel with
+ * certificate (the same checks as the upgrade, same refusal reasons; and it must be the relay's
+ * CURRENT certificate: one already replaced by a newer certificate is refused with
+ * `certificate_superseded` even inside its overlap window, which exists only so a relay can
+ * switch tunnels, never to renew) sends a CSR for a NEW key pair and gets its next certificate
+ * (a rotation: the old one stays valid for the overlap window, and is revoked once the new one
+ * is seen on a tunnel). The relay then dials a second tunnel with
  * the new certificate; when it is ready it replaces the first, which DRAINS (GOAWAY, its running
  * streams finish) instead of being cut, so a renewal drops no query.
  */
@@ -22,7 +25,7 @@ import { issueServerCertificate, tlsServerOptions, verifyClientCertificate, type
 import { CloseCode, DEFAULT_MAX_FRAME_SIZE, Session, webSocketTransport, type Transport } from '../../protocol/index.js';
 import { isApiError } from '../errors.js';
 import { relayCa } from '../relays/ca.js';
-import { certificateInUse, checkCertificate, reissue, type RelayOptions } from '../relays/index.js';
+import { certificateInUse, CertificateNotCurrentError, checkCertificate, reissue, type RelayOptions } from '../relays/index.js';
 import type { Store } from '../store/index.js';
 
 /** Close reasons a relay must treat as permanent (do not reconnect). */
@@ -137,7 +140,7 @@ export interface TunnelListener {
 }
 
 /** A relay authenticated by its client certificate, or the refusal a relay can act on. */
-type Peer = { ok: true; relayId: string; orgId: string; serial: string } | { ok: false; status: 401 | 403; reason: string };
+type Peer = { ok: true; relayId: string; orgId: string; serial: string; current: boolean } | { ok: false; status: 401 | 403; reason: string };
 
 /**
  * The full check of the client certificate (issuer signature, validity, usage, our identity, then
@@ -151,7 +154,7 @@ async function authenticate(store: Store, ca: Ca, socket: TLSSocket): Promise<Pe
   if (!verdict.ok) return verdict.code === 'PKI_ERR_EXPIRED' ? { ok: false, status: 401, reason: 'certificate_expired: enroll again' } : { ok: false, status: 403, reason: verdict.code };
   const check = await checkCertificate(store, verdict.identity.serial, verdict.identity.fingerprint256);
   if (!check.ok) return { ok: false, status: 403, reason: check.reason === 'relay_deleted' ? 'relay_revoked' : check.reason === 'unknown' ? 'certificate_unknown' : 'certificate_revoked' };
-  return { ok: true, relayId: check.relayId, orgId: check.orgId, serial: verdict.identity.serial };
+  return { ok: true, relayId: check.relayId, orgId: check.orgId, serial: verdict.identity.serial, current: check.current };
 }
 
 function refuse(socket: Duplex, status: 401 | 403, reason: string): void {
@@ -219,6 +222,8 @@ export async function startTunnelListener(o: TunnelOptions): Promise<TunnelListe
         : `the client certificate is not accepted (${peer.reason})`;
       return sendError(res, peer.status, peer.status === 401 ? 'unauthorized' : 'forbidden', message, peer.reason);
     }
+    // only the current certificate renews (checked again in the renewal's transaction)
+    if (!peer.current) return refuseSuperseded(res, new CertificateNotCurrentError(peer.serial), peer);
     const raw = await readBody(req);
     if (raw === null) return sendError(res, 413, 'payload_too_large', `the body is over ${MAX_RENEW_BODY} bytes`);
     let csr: unknown;
@@ -231,15 +236,21 @@ export async function startTunnelListener(o: TunnelOptions): Promise<TunnelListe
       return sendError(res, 400, 'invalid_request', 'the body must be JSON {"csr_pem": "<PEM CSR for a new key pair>"}');
     }
     try {
-      const r = await reissue(o.store, ca, o.relayOptions, peer.orgId, peer.relayId, csr, 'rotate');
+      const r = await reissue(o.store, ca, o.relayOptions, peer.orgId, peer.relayId, csr, 'rotate', { presentedSerial: peer.serial });
       o.log?.info({ relay_id: peer.relayId, serial: r.serial, replaces: peer.serial }, 'relay certificate renewed');
       res.writeHead(200, { 'content-type': 'application/json' }).end(
         JSON.stringify({ relay_id: r.relay_id, certificate_pem: r.certificate_pem, ca_certificate_pem: r.ca_certificate_pem, expires_at: r.expires_at, serial: r.serial }),
       );
     } catch (err) {
       if (isApiError(err)) return sendError(res, err.status, err.code, err.message);
+      if (err instanceof CertificateNotCurrentError) return refuseSuperseded(res, err, peer);
       throw err;
     }
+  };
+
+  const refuseSuperseded = (res: ServerResponse, err: CertificateNotCurrentError, peer: { relayId: string; serial: string }): void => {
+    o.log?.warn({ relay_id: peer.relayId, serial: peer.serial }, 'renewal with a replaced relay certificate refused');
+    sendError(res, 403, 'forbidden', err.message, err.reason);
   };
 
   https_.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {

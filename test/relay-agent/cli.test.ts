@@ -7,13 +7,14 @@ import type { TLSSocket } from 'node:tls';
 import { mkdtempSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pg from 'pg';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { createCa, identityOf, issueClientCertificate, issueServerCertificate, tlsServerOptions } from '../../pki/index.js';
 import { Session } from '../../protocol/index.js';
 import { wsTransport } from '../../relay-agent/index.js';
 import { main } from '../../cli/svc-relay.js';
+import { customerDatabase } from '../helpers/customer-db.js';
 
+// runs with it end at the config or at the tunnel's refusal, before any query reaches it
 const DB = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const ca = createCa({ keyBits: 2048 });
 const serverCert = issueServerCertificate(ca, { ipAddresses: ['127.0.0.1'], dnsNames: ['localhost'] });
@@ -21,19 +22,6 @@ const serverCert = issueServerCertificate(ca, { ipAddresses: ['127.0.0.1'], dnsN
 function io() {
   const o = { out: '', err: '', stop: null as null | (() => void) };
   return { o, io: { out: (s: string) => void (o.out += s), err: (s: string) => void (o.err += s), onStop: (cb: () => void) => void (o.stop = cb) } };
-}
-
-async function dbAnswers(): Promise<boolean> {
-  const c = new pg.Client({ connectionString: DB, connectionTimeoutMillis: 2000 });
-  c.on('error', () => {});
-  try {
-    await c.connect();
-    return true;
-  } catch {
-    return false;
-  } finally {
-    await c.end().catch(() => {});
-  }
 }
 
 type Mode = { refuseUpgrade?: number; onSession?: (s: Session, ws: WebSocket, relayId: string) => void };
@@ -118,9 +106,11 @@ t.test('enroll: success, refusal, existing config', async (t) => {
   t.match(r.o.err, /RELAY_ERR_CONFIG_MISSING/);
 });
 
-const up = await dbAnswers();
-
-t.test('run: mutual TLS tunnel, a query end to end, /healthz, drain on SIGTERM', { skip: up ? false : `no PostgreSQL at ${DB}` }, async (t) => {
+// the customer database: a fresh one on PostgreSQL when it answers, else PGlite over the wire
+t.test('run: mutual TLS tunnel, a query end to end, /healthz, drain on SIGTERM', async (t) => {
+  const cdb = await customerDatabase('svc_relay_cli');
+  t.comment(`customer database: ${cdb.kind}`);
+  t.teardown(() => cdb.drop());
   let resolveSession!: (v: { s: Session; relayId: string }) => void;
   const got = new Promise<{ s: Session; relayId: string }>((r) => (resolveSession = r));
   const cp = await controlPlane(t, { onSession: (s, _ws, relayId) => resolveSession({ s, relayId }) });
@@ -128,7 +118,7 @@ t.test('run: mutual TLS tunnel, a query end to end, /healthz, drain on SIGTERM',
   let r = io();
   t.equal(await main(['enroll', '--control-plane', cp.url, '--token', 'good', '--config-dir', dir], r.io), 0);
   r = io();
-  const running = main(['run', '--config-dir', dir, '--database-url', DB, '--health-port', '0'], r.io);
+  const running = main(['run', '--config-dir', dir, '--database-url', cdb.url, '--health-port', '0'], r.io);
   const { s, relayId } = await got;
   t.equal(relayId, 'rly_cli', 'the certificate says which relay it is');
   await s.ready;

@@ -111,6 +111,48 @@ t.test('a relay renews with its current certificate and a new key; the old one i
   t.match(current, { status: 400, reason: 'invalid_request' }, 'nor the key in use now');
 });
 
+t.test('a superseded certificate (inside its overlap window) cannot renew, though it still opens a tunnel', async (t) => {
+  const a = await signupAgent(srv.url);
+  const reg = await registerRelay(a.key);
+  const states = async (): Promise<string[]> =>
+    (await api<{ certificates: { state: string }[] }>(srv.url, 'GET', `/v1/relays/${reg.relay_id}`, { key: a.key })).body.certificates.map((c) => c.state);
+  // the legitimate relay renews; the old certificate (say, stolen earlier) is superseded, not revoked
+  const renewed = await requestRenewal(material(reg));
+  t.same(await states(), ['superseded', 'active']);
+
+  const stolen = await refusal(requestRenewal(material(reg)));
+  t.match(stolen, { status: 403, reason: 'certificate_superseded', message: /only the relay's current certificate can renew/ }, 'the replaced certificate is refused with a clear reason');
+  t.same(await states(), ['superseded', 'active'], 'no certificate was issued for the replaced one');
+
+  // the overlap window is for switching tunnels: the replaced certificate still connects
+  const old = await connect(reg, async (q) => q.end());
+  t.equal(old.session.state, 'open', 'the superseded certificate opens a tunnel during the overlap');
+  old.session.close();
+  await old.session.closed;
+  t.same(await states(), ['superseded', 'active'], "the replaced certificate's tunnel does not disturb the current one");
+
+  // the current certificate still renews
+  const again = await requestRenewal(material({ ...reg, certificate_pem: renewed.certPem, keyPem: renewed.keyPem }));
+  t.not(again.serial, renewed.serial);
+});
+
+t.test('two renewals racing with one certificate: exactly one gets a new certificate', async (t) => {
+  const a = await signupAgent(srv.url);
+  const reg = await registerRelay(a.key);
+  const results = await Promise.allSettled([requestRenewal(material(reg)), requestRenewal(material(reg)), requestRenewal(material(reg))]);
+  const won = results.filter((r) => r.status === 'fulfilled');
+  t.equal(won.length, 1, 'one winner');
+  for (const r of results) {
+    if (r.status === 'rejected') t.match(r.reason, { status: 403, reason: 'certificate_superseded' }, 'the others are refused as superseded');
+  }
+  const view = await api<{ certificates: { state: string }[] }>(srv.url, 'GET', `/v1/relays/${reg.relay_id}`, { key: a.key });
+  t.same(
+    view.body.certificates.map((c) => c.state),
+    ['superseded', 'active'],
+    'one new certificate, not three',
+  );
+});
+
 t.test('hostile renewals are refused with the upgrade reasons', async (t) => {
   const a = await signupAgent(srv.url);
   const reg = await registerRelay(a.key);
