@@ -574,6 +574,9 @@ export function renderMetrics(agent: RelayAgent): string {
   lines.push('# HELP svc_relay_certificate_renewals_total Certificates renewed since start.', '# TYPE svc_relay_certificate_renewals_total counter', `svc_relay_certificate_renewals_total ${agent.renewals}`);
   lines.push('# HELP svc_relay_certificate_renewal_failures Renewal attempts failed since the last success.', '# TYPE svc_relay_certificate_renewal_failures gauge', `svc_relay_certificate_renewal_failures ${agent.renewalFailures}`);
   lines.push('# HELP process_resident_memory_bytes Resident memory size in bytes.', '# TYPE process_resident_memory_bytes gauge', `process_resident_memory_bytes ${memoryUsage.rss()}`);
+  const mem = memoryUsage();
+  lines.push('# HELP nodejs_memory_bytes V8 heap and off-heap memory of the relay process.', '# TYPE nodejs_memory_bytes gauge');
+  for (const [k, v] of [['heap_total', mem.heapTotal], ['heap_used', mem.heapUsed], ['external', mem.external], ['array_buffers', mem.arrayBuffers]] as const) lines.push(`nodejs_memory_bytes{kind="${k}"} ${v}`);
   return lines.join('\n') + '\n';
 }
 

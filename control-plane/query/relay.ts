@@ -70,16 +70,34 @@ export async function runOnRelay(
     if (timedOut || (err instanceof ProtocolError && err.code === 'PROTO_ERR_DEADLINE')) {
       throw new ApiError('query_timeout', `the statement ran past its ${limits.timeoutMs} ms deadline and was cancelled at the relay's database`);
     }
-    if (err instanceof ProtocolError && err.remote) {
-      const code = err.code;
-      if (code === '42501' || code === '25006') throw new ApiError('scope_violation', `the relay's database refused the statement: ${err.message}`);
-      if (/^[0-9A-Z]{5}$/.test(code)) throw new ApiError('invalid_sql', `the relay's database rejected the statement: ${err.message}`, { sqlstate: code });
-      throw new ApiError('relay_unavailable', `the relay could not run the statement: ${err.message}`, { relay_id: relayId, reason: code });
-    }
+    if (err instanceof ProtocolError && err.remote) throw relayFailure(err, relayId, limits.timeoutMs);
     throw new ApiError('relay_unavailable', `the tunnel to relay ${relayId} was lost during the statement; retry`, { relay_id: relayId });
   } finally {
     clearTimeout(timer);
   }
   const c = collector ?? new RowCollector(columns, limits.maxRows, limits.maxBytes);
   return { columns, rows: c.rows, truncated: c.truncated, bytes: c.bytes };
+}
+
+/**
+ * What an error the relay sent means for the agent: the relay's executor answers RELAY_ERR_*
+ * codes with the database's SQLSTATE in `detail.sqlstate` (older relays sent the SQLSTATE as the
+ * code itself). A statement the database rejects is the caller's error, not an unavailable relay.
+ */
+export function relayFailure(err: ProtocolError, relayId: string, timeoutMs: number): ApiError {
+  const detail = err.detail as { sqlstate?: unknown } | null | undefined;
+  const sqlstate = typeof detail?.sqlstate === 'string' ? detail.sqlstate : /^[0-9A-Z]{5}$/.test(err.code) ? err.code : undefined;
+  if (err.code === 'RELAY_ERR_TIMEOUT' || sqlstate === '57014') {
+    return new ApiError('query_timeout', `the statement ran past its ${timeoutMs} ms deadline and was cancelled at the relay's database`);
+  }
+  if (err.code === 'RELAY_ERR_READ_ONLY' || err.code === 'RELAY_ERR_MULTI_STATEMENT' || sqlstate === '42501' || sqlstate === '25006') {
+    return new ApiError('scope_violation', `the relay's database refused the statement: ${err.message}`, sqlstate ? { sqlstate } : undefined);
+  }
+  if (err.code === 'RELAY_ERR_DATABASE_UNAVAILABLE' || sqlstate?.startsWith('08')) {
+    return new ApiError('relay_unavailable', `the relay cannot reach its database: ${err.message}; retry shortly`, { relay_id: relayId, reason: err.code });
+  }
+  if (sqlstate || err.code === 'RELAY_ERR_QUERY') {
+    return new ApiError('invalid_sql', `the relay's database rejected the statement: ${err.message}`, sqlstate ? { sqlstate } : undefined);
+  }
+  return new ApiError('relay_unavailable', `the relay could not run the statement: ${err.message}`, { relay_id: relayId, reason: err.code });
 }

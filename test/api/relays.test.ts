@@ -152,6 +152,6 @@ t.test('one CA for the control plane, its key sealed in the store', async (t) =>
   const two = await api<Registered>(srv.url, 'POST', '/v1/relays/register', { body: { enroll_token: await token(a.key), csr_pem: keyB.csrPem } });
   t.equal(one.body.ca_certificate_pem, two.body.ca_certificate_pem);
   const [row] = await srv.svc.store.query<{ key_sealed: string }>('SELECT key_sealed FROM ca');
-  t.match(row?.key_sealed, /^v1\./);
+  t.match(row?.key_sealed, /^v2\./, 'sealed, bound to the CA row');
   t.notMatch(row?.key_sealed, /PRIVATE KEY/);
 });

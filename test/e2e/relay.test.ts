@@ -62,9 +62,8 @@ t.test('enroll, connect, and query a customer database through the relay', async
   const failed = await q('SELECT id / (id - id) AS boom FROM orders WHERE id = 2');
   t.not(failed.status, 200, `the database error comes back (${failed.status} ${failed.body.error?.code})`);
   t.match(failed.body.error?.message ?? '', /division by zero/);
-  t.equal(failed.status, 400, "a database error is the caller's error (invalid_sql), not 503 relay_unavailable", {
-    todo: 'control-plane/query/relay.ts reads the SQLSTATE from err.code, but the relay sends RELAY_ERR_QUERY with detail.sqlstate (scratch/reports/relay-fixes.md)',
-  });
+  t.equal(failed.status, 400, "a database error is the caller's error (invalid_sql), not 503 relay_unavailable");
+  t.equal(failed.body.error?.code, 'invalid_sql');
   const after = await q('SELECT id FROM orders WHERE id = 7');
   t.same(after.body.rows, [{ id: 7 }], 'the relay answers after the failure');
   const v = await api<{ verified: boolean; events_checked: number }>(srv.url, 'GET', `/v1/audit/verify?connection_id=${conn}`, { key: a.key });

@@ -1,0 +1,25 @@
+/** How errors the relay sends become API errors: a database rejection is never "relay unavailable". */
+import t from 'tap';
+import { ProtocolError } from '../../protocol/index.js';
+import { relayFailure } from '../../control-plane/query/relay.js';
+
+const remote = (code: string, message: string, detail?: unknown): ProtocolError => new ProtocolError(code, message, { remote: true, detail });
+
+const cases: [ProtocolError, number, string][] = [
+  [remote('RELAY_ERR_QUERY', 'division by zero', { sqlstate: '22012' }), 400, 'invalid_sql'],
+  [remote('RELAY_ERR_QUERY', 'syntax error at or near "FROM"', { sqlstate: '42601' }), 400, 'invalid_sql'],
+  [remote('RELAY_ERR_QUERY', 'empty statement'), 400, 'invalid_sql'],
+  [remote('RELAY_ERR_QUERY', 'permission denied for table payroll', { sqlstate: '42501' }), 403, 'scope_violation'],
+  [remote('RELAY_ERR_READ_ONLY', 'refused: read-only', { sqlstate: '25006' }), 403, 'scope_violation'],
+  [remote('RELAY_ERR_MULTI_STATEMENT', 'refused: one statement per query', { sqlstate: '42601' }), 403, 'scope_violation'],
+  [remote('RELAY_ERR_TIMEOUT', 'canceling statement due to statement timeout', { sqlstate: '57014' }), 504, 'query_timeout'],
+  [remote('RELAY_ERR_DATABASE_UNAVAILABLE', 'connect ECONNREFUSED'), 503, 'relay_unavailable'],
+  [remote('RELAY_ERR_DATABASE_UNAVAILABLE', 'the database system is shutting down', { sqlstate: '57P03' }), 503, 'relay_unavailable'],
+  [remote('22012', 'division by zero (an older relay sends the SQLSTATE as the code)'), 400, 'invalid_sql'],
+  [remote('RELAY_ERR_INTERNAL', 'boom'), 503, 'relay_unavailable'],
+];
+for (const [err, status, code] of cases) {
+  const api = relayFailure(err, 'rly_x', 10_000);
+  t.equal(api.status, status, `${err.code} ${err.message}: ${status}`);
+  t.equal(api.code, code, `${err.code} ${err.message}: ${code}`);
+}
