@@ -123,7 +123,7 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
         return;
       }
       try {
-        const cfg = loadConfig(o.configDir);
+        const cfg = loadConfig(o.configDir, (line) => io.err(`svc-relay: ${line}\n`));
         // renewals are written back into the config dir; the dialer presents the newest certificate
         const credentials = new RelayCredentials(cfg, { configDir: o.configDir });
         const agent = new RelayAgent({
