@@ -43,6 +43,12 @@ export interface BuildOptions {
   readonly demoImage?: Uint8Array;
   /** wait for the demo engine before resolving (tests); by default it warms up in the background */
   readonly awaitDemo?: boolean;
+  /**
+   * `eager` (default): the demo engine starts with the app. `lazy` (tests that may never query a
+   * demo target): it starts on first use, so a server that serves only other targets never pays
+   * for loading the demo datasets.
+   */
+  readonly demo?: 'eager' | 'lazy';
   /** where the log lines go (tests read them); default stdout */
   readonly logStream?: NodeJS.WritableStream;
 }
@@ -51,7 +57,7 @@ export interface SvcApp {
   readonly app: App;
   readonly store: Store;
   readonly services: Services;
-  /** resolves when the demo engine is ready */
+  /** resolves when the demo engine is ready (reading it starts a lazy engine) */
   readonly demoReady: Promise<DemoEngine>;
   /** start the relay tunnel listener (mutual TLS) on config.tunnelPort; closed with the app */
   readonly startTunnel: () => Promise<TunnelListener>;
@@ -65,15 +71,22 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   ]);
 
   let demoEngine: DemoEngine | undefined;
-  const demoReady = startDemoEngine({
-    demoDatabaseUrl: config.demoDatabaseUrl,
-    dataDir: config.dataDir,
-    workers: config.demoWorkers,
-    datasets: catalogue.datasets,
-    ...(options.demoImage ? { image: options.demoImage } : {}),
-  }).then((e) => (demoEngine = e));
-  demoReady.catch(() => undefined); // reported to queries that wait for it, and at close
-  if (options.awaitDemo) await demoReady;
+  let demoStarted: Promise<DemoEngine> | undefined;
+  const demoReady = (): Promise<DemoEngine> => {
+    if (!demoStarted) {
+      demoStarted = startDemoEngine({
+        demoDatabaseUrl: config.demoDatabaseUrl,
+        dataDir: config.dataDir,
+        workers: config.demoWorkers,
+        datasets: catalogue.datasets,
+        ...(options.demoImage ? { image: options.demoImage } : {}),
+      }).then((e) => (demoEngine = e));
+      demoStarted.catch(() => undefined); // reported to queries that wait for it, and at close
+    }
+    return demoStarted;
+  };
+  if (options.demo !== 'lazy') void demoReady();
+  if (options.awaitDemo) await demoReady();
 
   const app: App = Fastify({
     logger:
@@ -139,7 +152,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     config,
     store,
     catalogue,
-    demo: () => demoReady,
+    demo: demoReady,
     track,
     tunnels,
     live,
@@ -232,11 +245,19 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     clearInterval(sweeper);
     shutdownController.abort(); // live statements still running after the drain are cancelled at their source
     await listener?.close();
-    const engine = await demoReady.catch(() => undefined);
+    const engine = await demoStarted?.catch(() => undefined);
     await engine?.close();
     await closeRestEngines(); // the live API query engines (worker threads)
     await store.close();
   });
 
-  return { app, store, services, demoReady, startTunnel };
+  return {
+    app,
+    store,
+    services,
+    get demoReady() {
+      return demoReady();
+    },
+    startTunnel,
+  };
 }

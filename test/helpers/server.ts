@@ -59,6 +59,8 @@ export interface ServerOptions {
   readonly dataDir?: string;
   readonly databaseUrl?: string;
   readonly demoWorkers?: number;
+  /** start the demo engine with the server and wait for it (`eager`), or on the first demo query (`lazy`, default) */
+  readonly demo?: 'eager' | 'lazy';
   /** receives the server's log lines (set LOG_LEVEL in env to see them) */
   readonly logStream?: NodeJS.WritableStream;
 }
@@ -73,7 +75,7 @@ export async function startServer(o: ServerOptions = {}): Promise<TestServer> {
     limits: { ...base.limits, ...(o.limits ?? {}) },
   };
   const [template, image] = await Promise.all([config.databaseUrl ? Promise.resolve(undefined) : storeTemplate(), config.demoDatabaseUrl ? undefined : demoImage()]);
-  const svc = await buildApp(config, { ...(template ? { storeTemplate: template } : {}), ...(image ? { demoImage: image } : {}), awaitDemo: true, ...(o.logStream ? { logStream: o.logStream } : {}) });
+  const svc = await buildApp(config, { ...(template ? { storeTemplate: template } : {}), ...(image ? { demoImage: image } : {}), ...(o.demo === 'eager' ? { awaitDemo: true } : { demo: 'lazy' as const }), ...(o.logStream ? { logStream: o.logStream } : {}) });
   await svc.app.listen({ host: '127.0.0.1', port: 0 });
   const addr = svc.app.server.address();
   if (!addr || typeof addr === 'string') throw new Error('no address');
