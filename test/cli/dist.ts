@@ -4,6 +4,7 @@
  * shown, and the run goes on with what was emitted.
  */
 import { execFileSync, spawn } from 'node:child_process';
+import { mkdirSync, rmSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -12,13 +13,35 @@ export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '
 export const SVC_JS = path.join(ROOT, 'dist/cli/svc.js');
 
 let built = false;
+/**
+ * Brings dist/ up to date once per process. Test files run in parallel, and two tsc runs writing
+ * the same files could let one file's child process load a half-written module: a lock directory
+ * makes them take turns (a lock older than two minutes is a crashed run's and is taken over).
+ */
 export function ensureDist(): void {
   if (built) return;
-  const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+  const lock = path.join(ROOT, 'dist', '.build-lock');
+  mkdirSync(path.dirname(lock), { recursive: true });
+  for (;;) {
+    try {
+      mkdirSync(lock);
+      break;
+    } catch {
+      try {
+        if (Date.now() - statSync(lock).mtimeMs > 120_000) rmSync(lock, { recursive: true, force: true });
+      } catch {
+        /* released meanwhile */
+      }
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 100);
+    }
+  }
   try {
+    const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
     execFileSync(process.execPath, [tsc, '-p', path.join(ROOT, 'tsconfig.json')], { stdio: 'pipe' });
   } catch (err) {
     process.stderr.write(`tsc reported errors (dist was still emitted):\n${String((err as { stdout?: Buffer }).stdout ?? '')}\n`);
+  } finally {
+    rmSync(lock, { recursive: true, force: true });
   }
   built = true;
 }

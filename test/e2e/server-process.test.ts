@@ -3,49 +3,16 @@
  * dist/control-plane/main.js, brought up to date first): config checked at start, ready on a real
  * port, graceful shutdown on SIGTERM, state kept across a restart.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { createRequire } from 'node:module';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import os from 'node:os';
 import { api, demoImage, tempDir } from '../helpers/server.js';
+import { CONTROL_PLANE_JS, exitOf, startControlPlane as start } from '../helpers/control-plane-process.js';
+import { ensureDist } from '../cli/dist.js';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const main = path.join(root, 'dist/control-plane/main.js');
-
-// the build `npm ci` runs (incremental: quick when nothing changed)
-const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
-execFileSync(process.execPath, [tsc, '-p', path.join(root, 'tsconfig.json')], { stdio: 'inherit' });
-
-interface Proc {
-  child: ChildProcess;
-  url: string;
-  output: () => string;
-}
-
-function start(env: Record<string, string>): Promise<Proc> {
-  const child = spawn(process.execPath, [main], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
-  return new Promise((resolve, reject) => {
-    const onData = (): void => {
-      const m = /"listening":"(http:\/\/[^"]+)"/.exec(out);
-      if (m?.[1]) {
-        child.stdout?.off('data', onData);
-        resolve({ child, url: m[1], output: () => out });
-      }
-    };
-    child.stdout?.on('data', onData);
-    child.on('exit', (code) => reject(new Error(`exited ${code} before ready:\n${out}`)));
-  });
-}
-
-function exitOf(child: ChildProcess): Promise<number | null> {
-  return new Promise((resolve) => child.once('exit', (code) => resolve(code)));
-}
+ensureDist(); // the build `npm ci` runs (incremental: quick when nothing changed)
 
 async function demoReady(url: string): Promise<void> {
   for (;;) {
@@ -56,7 +23,7 @@ async function demoReady(url: string): Promise<void> {
 }
 
 t.test('invalid configuration stops the start, naming every bad variable', async (t) => {
-  const child = spawn(process.execPath, [main], {
+  const child = spawn(process.execPath, [CONTROL_PLANE_JS], {
     env: { ...process.env, PORT: 'eighty', SVC_WEBHOOK_RETRY_DELAYS: 'soon', LOG_LEVEL: 'loud' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

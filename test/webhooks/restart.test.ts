@@ -4,41 +4,13 @@
  * every delivery arrives, at most once more with the same delivery id. Then SIGTERM with
  * attempts in flight: they finish (or are released) and the process exits 0.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { createRequire } from 'node:module';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { api, demoImage, tempDir } from '../helpers/server.js';
 import { Receiver } from './receiver.js';
-
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const main = path.join(root, 'dist/control-plane/main.js');
-const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
-execFileSync(process.execPath, [tsc, '-p', path.join(root, 'tsconfig.json')], { stdio: 'inherit' });
-
-function start(env: Record<string, string>): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, [main], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
-  return new Promise((resolve, reject) => {
-    const onData = (): void => {
-      const m = /"listening":"(http:\/\/[^"]+)"/.exec(out);
-      if (m?.[1]) {
-        child.stdout?.off('data', onData);
-        resolve({ child, url: m[1] });
-      }
-    };
-    child.stdout?.on('data', onData);
-    child.on('exit', (code) => reject(new Error(`exited ${code} before ready:\n${out}`)));
-  });
-}
-
-const exitOf = (child: ChildProcess): Promise<number | null> =>
-  child.exitCode !== null ? Promise.resolve(child.exitCode) : new Promise((resolve) => child.once('exit', (code) => resolve(code)));
+import { exitOf, startControlPlane as start } from '../helpers/control-plane-process.js';
 
 t.test('SIGKILL with deliveries pending: after a restart every delivery arrives, at most duplicated with the same id', async (t) => {
   const dataDir = await tempDir();

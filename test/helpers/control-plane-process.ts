@@ -1,0 +1,42 @@
+/**
+ * The compiled control plane (`dist/control-plane/main.js`, brought up to date first) as a real
+ * child process, for tests that kill and restart it.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { ensureDist, ROOT } from '../cli/dist.js';
+
+export const CONTROL_PLANE_JS = path.join(ROOT, 'dist/control-plane/main.js');
+
+export interface ControlPlaneProcess {
+  readonly child: ChildProcess;
+  /** the API base URL it logged when listening */
+  readonly url: string;
+  /** everything it wrote so far (stdout and stderr) */
+  readonly output: () => string;
+}
+
+/** Starts it with `env` on top of this process's environment; resolves once it listens. */
+export function startControlPlane(env: Record<string, string>): Promise<ControlPlaneProcess> {
+  ensureDist();
+  const child = spawn(process.execPath, [CONTROL_PLANE_JS], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
+  return new Promise((resolve, reject) => {
+    const onData = (): void => {
+      const m = /"listening":"(http:\/\/[^"]+)"/.exec(out);
+      if (m?.[1]) {
+        child.stdout?.off('data', onData);
+        resolve({ child, url: m[1], output: () => out });
+      }
+    };
+    child.stdout?.on('data', onData);
+    child.on('exit', (code) => reject(new Error(`exited ${code} before ready:\n${out}`)));
+  });
+}
+
+/** The exit code once it has exited (at once if it already has). */
+export function exitOf(child: ChildProcess): Promise<number | null> {
+  return child.exitCode !== null || child.signalCode !== null ? Promise.resolve(child.exitCode) : new Promise((resolve) => child.once('exit', (code) => resolve(code)));
+}
