@@ -430,12 +430,14 @@ const SOURCE_DETAILS = ['sqlstate', 'errno', 'provider_status', 'provider_code',
  * Whether an API error's message was (partly) written by the data source: a database error
  * (`invalid_sql` with its `sqlstate`/`errno`, a refusal `scope_violation` passed on without the
  * SQL checker's `reason`), `query_timeout`, or any error of a live connector (driver and provider
- * messages). The checker's own `invalid_sql` / `scope_violation` always carry `details.reason`
+ * messages; a relay's failure report). The checker's own `invalid_sql` / `scope_violation` always carry `details.reason`
  * and no source detail; they quote only the agent's own statement.
  */
 export function isSourceError(code: string, details: unknown): boolean {
   if (code === 'query_timeout') return true;
   const d = details && typeof details === 'object' && !Array.isArray(details) ? (details as Record<string, unknown>) : {};
+  // a relay that could not run the statement passes on its database's (or driver's) words
+  if (code === 'relay_unavailable' && d['reason'] !== undefined) return true;
   if (SOURCE_DETAILS.some((k) => d[k] !== undefined)) return true;
   return (code === 'invalid_sql' || code === 'scope_violation') && typeof d['reason'] !== 'string';
 }

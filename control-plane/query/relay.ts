@@ -88,7 +88,11 @@ export function relayFailure(err: ProtocolError, relayId: string, timeoutMs: num
   const detail = err.detail as { sqlstate?: unknown } | null | undefined;
   const sqlstate = typeof detail?.sqlstate === 'string' ? detail.sqlstate : /^[0-9A-Z]{5}$/.test(err.code) ? err.code : undefined;
   if (err.code === 'RELAY_ERR_TIMEOUT' || sqlstate === '57014') {
-    return new ApiError('query_timeout', `the statement ran past its ${timeoutMs} ms deadline and was cancelled at the relay's database`);
+    // the relay's own ceiling (svc-relay run --statement-timeout-ms) can be lower than our deadline
+    return new ApiError(
+      'query_timeout',
+      `the statement was cancelled at the relay's database by a statement timeout (the control plane allows ${timeoutMs} ms; the relay may set a lower ceiling with --statement-timeout-ms); narrow the query (filters, LIMIT, aggregates)`,
+    );
   }
   if (err.code === 'RELAY_ERR_READ_ONLY' || err.code === 'RELAY_ERR_MULTI_STATEMENT' || sqlstate === '42501' || sqlstate === '25006') {
     return new ApiError('scope_violation', `the relay's database refused the statement: ${err.message}`, sqlstate ? { sqlstate } : undefined);

@@ -210,6 +210,8 @@ t.test('which error messages count as written by the data source', async (t) => 
     ['service_unavailable', { reason: 'provider_error', provider_status: 502, provider_code: 'x' }, true],
     ['payment_required', undefined, false],
     ['connection_revoked', undefined, false],
+    ['relay_unavailable', { relay_id: 'rly_1', reason: 'RELAY_ERR_DATABASE_UNAVAILABLE' }, true], // the relay's database's words
+    ['relay_unavailable', { relay_id: 'rly_1' }, false], // our own "no live tunnel"
     ['invalid_request', [{ sqlstate: 1 }], false],
   ];
   for (const [code, details, want] of cases) t.equal(isSourceError(code, details), want, `${code} ${JSON.stringify(details)}`);
