@@ -65,7 +65,7 @@ t.test('verifyChain finds the first broken event', async (t) => {
   // re-hashing an edited event breaks the link of the next one
   const rehashed = events.map((e) => {
     if (e.seq !== 2) return e;
-    const body = { ...e.body, n: 42 } as StoredEvent['body'] & { seq: number; prev_hash: string };
+    const body = { ...(e.body as StoredEvent['body'] & { seq: number; prev_hash: string }), n: 42 };
     return { ...e, body, hash: eventHash(body) };
   });
   t.match(verifyChain(genesis, rehashed, head), { verified: false, broken_at: 3 });

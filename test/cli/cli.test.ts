@@ -173,8 +173,6 @@ t.test('a full session', async (t) => {
 });
 
 t.test('webhooks from the CLI', async (t) => {
-  const exists = srv.svc.app.hasRoute({ method: 'POST', url: '/v1/agent/webhook' }) && srv.svc.app.hasRoute({ method: 'POST', url: '/v1/webhooks/trigger-mock-event' });
-  if (!exists) return t.pass('skipped: the webhook routes are not in this tree yet');
   const set = await svc(['webhook', 'set', 'https://hooks.example.com/svc', '--json']);
   t.equal(set.code, 0, set.stderr);
   t.match(JSON.stringify(json(set)), /svcsec_/, 'a generated secret is returned once');
@@ -196,8 +194,6 @@ t.test('webhooks from the CLI', async (t) => {
 });
 
 t.test('credentials from the CLI', async (t) => {
-  const exists = srv.svc.app.hasRoute({ method: 'POST', url: '/v1/connections/credentials' }) && srv.svc.app.hasRoute({ method: 'GET', url: '/v1/connections/credentials/kinds' });
-  if (!exists) return t.pass('skipped: the credential routes are not in this tree yet');
   const kinds = await svc(['credentials', 'kinds', '--json']);
   t.equal(kinds.code, 0, kinds.stderr);
   t.match(JSON.stringify(json(kinds)), /stripe/);

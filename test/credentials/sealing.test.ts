@@ -37,7 +37,7 @@ t.test('a sealed credential copied into another organization’s row does not op
 
   // the same value under org A's other kind does not open either
   await srv.svc.store.query("INSERT INTO credentials (org_id, connector_kind, sealed, key_id, hint, created_at) VALUES ($1, 'github', $2, $3, '', now())", [a.orgId, rowA?.sealed, rowA?.key_id]);
-  await t.rejects(creds.resolve(a.orgId, 'github'), { details: { reason: 'credential_unreadable' } }, 'another kind of the same organization');
+  await t.rejects(creds.resolve(a.orgId, 'github'), { code: 'invalid_request', details: { reason: 'credential_unreadable' } }, 'another kind of the same organization');
   t.equal((await creds.resolve(a.orgId, 'stripe')).secret, STRIPE_A, 'the original row still opens');
 });
 

@@ -69,7 +69,7 @@ t.test('rotation while 12 queries run continuously: no query fails, the new cert
       // one worker reads whole 5000-row results, so streams are mid-flight when the tunnel switches
       const id = ((w * 997 + i * 31) % 5000) + 1;
       const sql = w === 0 ? 'SELECT id, amount FROM orders ORDER BY id' : `SELECT id, tenant_id FROM orders WHERE id = ${id}`;
-      const r = await q(sql).catch((err: unknown) => ({ status: 0, body: { error: { code: 'fetch', message: (err as Error).message } } }));
+      const r = await q(sql).catch((err: unknown): Awaited<ReturnType<typeof q>> => ({ status: 0, body: { error: { code: 'fetch', message: (err as Error).message } } }));
       const good = r.status === 200 && (w === 0 ? r.body.row_count === 5000 : r.body.rows?.[0]?.['id'] === id);
       if (good) ok++;
       else failures.push(`${r.status} ${JSON.stringify(r.body).slice(0, 200)}`);

@@ -49,7 +49,7 @@ t.test('enroll, connect, and query a customer database through the relay', async
     await new Promise((res) => setTimeout(res, 50));
   }
   const conn = await openConnection(srv.url, a.key, 'postgres-relay', [`relay:${relayId}`, 'read:public.orders', 'filter:public.orders.tenant_id=2']);
-  const q = (sql: string) => api<{ rows: Record<string, unknown>[]; row_count: number; billed_to: string; error?: { code: string } }>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql } });
+  const q = (sql: string) => api<{ rows: Record<string, unknown>[]; row_count: number; billed_to: string; error?: { code: string; message?: string } }>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql } });
 
   const all = await q('SELECT count(*) AS n, min(tenant_id) AS lo, max(tenant_id) AS hi FROM orders WHERE true OR tenant_id <> 2');
   t.equal(all.status, 200, all.status === 200 ? '200' : JSON.stringify(all.body));

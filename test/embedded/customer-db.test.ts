@@ -72,7 +72,7 @@ async function exercise(t: Test, db: CustomerDatabase): Promise<void> {
       // the executor answers a failed query by opening a pg_cancel_backend connection (its abort
       // listener fires on its own q.fail) and waits for it before ROLLBACK; on one-backend PGlite
       // that connection queues behind the still-open transaction: a deadlock (see bench/customer-db.ts)
-      t.pass('skipped on PGlite: a failed query deadlocks the executor cleanup (cancel connection behind the open transaction)');
+      t.skip('on PGlite: a failed query deadlocks the executor cleanup (cancel connection behind the open transaction)', () => undefined);
     }
   } finally {
     server.close();

@@ -114,7 +114,7 @@ t.test('row and byte caps truncate while reading', async (t) => {
 
 t.test('the credential’s role limits what can be read (real PostgreSQL)', { skip: false }, async (t) => {
   if (db.kind !== 'postgres') {
-    t.pass('skipped: roles and privileges need a real PostgreSQL (PGlite fallback in use)');
+    t.skip('roles and privileges need a real PostgreSQL (PGlite fallback in use)', () => undefined);
     return;
   }
   const u = new URL(withSslmode(db.url));
@@ -132,7 +132,7 @@ t.test('the credential’s role limits what can be read (real PostgreSQL)', { sk
 
 t.test('past the deadline: 504, and the statement is cancelled at the database', async (t) => {
   if (!db.cancelAtDatabase) {
-    t.pass('skipped: the PGlite fallback cannot interrupt a running statement');
+    t.skip('the PGlite fallback cannot interrupt a running statement', () => undefined);
     return;
   }
   const a = await agentWithCredential();

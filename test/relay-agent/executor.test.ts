@@ -247,6 +247,6 @@ t.test('executor against the customer database', async (t) => {
     t.ok(maxQueued <= window, `relay queued ${maxQueued} <= ${window}`);
     t.ok(maxBuffered <= window, `receiver buffered ${maxBuffered} <= ${window}`);
     // PGlite runs one transaction at a time: the small query would wait behind the stalled cursor
-    if (!cdb.concurrent) t.pass('skipped on PGlite: a small query during the stalled large one (one transaction at a time there)');
+    if (!cdb.concurrent) t.skip('on PGlite: a small query during the stalled large one (one transaction at a time there)', () => undefined);
   });
 });

@@ -6,6 +6,7 @@
  * backlog has barely moved. Assertions are about order and counts, never about how long it took.
  */
 import t from 'tap';
+import type { TapTest } from '../helpers/tap.js';
 import { api, signupAgent, startServer, type Agent, type TestServer } from '../helpers/server.js';
 import { Receiver } from './receiver.js';
 
@@ -27,10 +28,8 @@ t.before(async () => {
 });
 t.teardown(() => srv.close());
 
-type Tap = typeof t;
-declare namespace Tap { type Test = Parameters<Parameters<typeof t.test>[1]>[0] }
 
-async function setup(t: Tap.Test, name: string): Promise<{ agent: Agent; rx: Receiver }> {
+async function setup(t: TapTest, name: string): Promise<{ agent: Agent; rx: Receiver }> {
   const agent = await signupAgent(srv.url, `${name} ${Math.random()}`);
   const rx = await Receiver.start();
   t.teardown(() => rx.close());

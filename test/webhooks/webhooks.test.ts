@@ -3,6 +3,7 @@
  * signature schemes themselves, the real outbox and worker (retry delays shortened by config).
  */
 import t from 'tap';
+import type { TapTest } from '../helpers/tap.js';
 import { api, openConnection, signupAgent, startServer, type Agent, type TestServer } from '../helpers/server.js';
 import { Receiver } from './receiver.js';
 
@@ -15,7 +16,7 @@ t.before(async () => {
 });
 t.teardown(() => srv.close());
 
-async function setup(t: Tap.Test, opts: { secret?: string } = {}): Promise<{ agent: Agent; rx: Receiver }> {
+async function setup(t: TapTest, opts: { secret?: string } = {}): Promise<{ agent: Agent; rx: Receiver }> {
   const agent = await signupAgent(srv.url, `Org ${Math.random()}`);
   const rx = await Receiver.start();
   t.teardown(() => rx.close());
@@ -48,8 +49,6 @@ async function settled(agent: Agent, id: string, status = 'delivered', ms = 15_0
   }
 }
 
-type Tap = typeof t;
-declare namespace Tap { type Test = Parameters<Parameters<typeof t.test>[1]>[0] }
 
 t.test('a mock event arrives signed both ways; the generated secret is shown once', async (t) => {
   const { agent, rx } = await setup(t);
@@ -94,7 +93,7 @@ t.test('every scenario carries a FHIR R4 resource of the right type', async (t) 
     'eligibility.verified': 'CoverageEligibilityResponse', 'eligibility.inactive': 'CoverageEligibilityResponse',
   };
   t.same(list.body.scenarios.map((s) => s.id).sort(), Object.keys(want).sort());
-  const ids = [];
+  const ids: { delivery_id: string; event: string }[] = [];
   for (const s of Object.keys(want)) ids.push(await trigger(agent, { scenario_id: s }));
   await rx.until(() => ids.every((q) => rx.of(q.delivery_id).length > 0));
   for (const q of ids) {
