@@ -9,7 +9,9 @@ import { Catalogue } from './catalogue/index.js';
 import type { Config } from './config.js';
 import { startDemoEngine, type DemoEngine } from './demo/engine.js';
 import { registerAuth } from './http/auth.js';
-import { registerErrorHandling } from './http/errors.js';
+import { clientErrorHandler, registerErrorHandling } from './http/errors.js';
+import { registerJsonParser, registerStringGuard } from './http/strings.js';
+import { RunningQueries } from './query/running.js';
 import { registerRateLimits } from './http/rate-limit.js';
 import { ApiError } from './errors.js';
 import { sweepReservations } from './billing/index.js';
@@ -100,6 +102,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     // requests in flight finish on close; idle keep-alive sockets are closed at once
     return503OnClosing: false,
     forceCloseConnections: 'idle',
+    // a request Node's HTTP parser refuses (headers too large, a malformed request line) still gets
+    // the contract's error body
+    clientErrorHandler,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   // closing: new requests get the contract's 503; running queries are waited for
@@ -133,6 +138,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
 
   // JSON only: a text body is 415, not a string that fails validation
   app.removeContentTypeParser(['text/plain']);
+  registerJsonParser(app);
 
   app.addHook('onSend', async (req, reply) => {
     void reply.header('x-request-id', String(req.id));
@@ -158,6 +164,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     live,
     credentials: new CredentialStore(store, keyRing, live.kinds),
     shutdown: shutdownController.signal,
+    running: new RunningQueries(),
   };
   // after a master-key rotation (or from the older unbound format), stored credentials and the relay CA's key move to
   // the current key before anything reads them, so a previous key can be dropped at the next restart
@@ -175,6 +182,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   }, 60_000);
   sweeper.unref();
   registerErrorHandling(app);
+  registerStringGuard(app);
   registerAuth(app, store);
   registerRateLimits(app, { perKeyPerSecond: config.rateLimitPerKey, signupsPerMinute: config.signupRateLimit });
   openApiRoutes(app, services); // collects every route registered after it: keep it before the route plugins

@@ -13,6 +13,8 @@ export interface Limits {
   readonly maxResultBytes: number;
   /** request body limit in bytes (413 beyond) */
   readonly bodyLimitBytes: number;
+  /** longest statement accepted, in UTF-8 bytes; longer is 400 invalid_sql `too_complex` before any parsing */
+  readonly maxStatementBytes: number;
 }
 
 /** Operator settings of the REST connectors; a configured base URL is trusted (it may be a private address). */
@@ -65,6 +67,8 @@ export interface Config {
   readonly rateLimitPerKey: number;
   /** signups per minute per client address; 0 disables */
   readonly signupRateLimit: number;
+  /** refused statements (invalid_sql, scope_violation) per minute per agent key, burst half that; 0 disables */
+  readonly refusedPerMinute: number;
   /** number of embedded demo-engine workers kept warm (each holds its own copy of the demo data) */
   readonly demoWorkers: number;
   /** REST live connectors (stripe, github, hubspot, salesforce, http-files) */
@@ -177,6 +181,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     maxRows: int('SVC_MAX_ROWS', 10_000, 1, 1_000_000),
     maxResultBytes: int('SVC_MAX_RESULT_BYTES', 10_000_000, 1_000, 100_000_000),
     bodyLimitBytes: int('SVC_BODY_LIMIT_BYTES', 1_048_576, 1_024, 16_777_216),
+    maxStatementBytes: int('SVC_MAX_STATEMENT_BYTES', 65_536, 1_024, 100_000),
   };
   const demoWorkers = int('SVC_DEMO_WORKERS', 2, 1, 16);
   const filesPrivate = str('SVC_HTTP_FILES_ALLOW_PRIVATE');
@@ -203,7 +208,8 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   const overlapText = str('SVC_RELAY_CERT_OVERLAP') ?? '24h';
   const relayCertOverlapMs = parseDuration(overlapText);
   if (!Number.isFinite(relayCertOverlapMs) || relayCertOverlapMs < 0) problems.push(`SVC_RELAY_CERT_OVERLAP must be a duration like 24h or 30m, got ${JSON.stringify(overlapText)}`);
-  const signupRateLimit = int('SVC_SIGNUP_RATE_LIMIT', 600, 0, 100_000);
+  const signupRateLimit = int('SVC_SIGNUP_RATE_LIMIT', 10, 0, 100_000);
+  const refusedPerMinute = int('SVC_REFUSED_STATEMENTS_PER_MINUTE', 60, 0, 100_000);
 
   if (problems.length > 0) throw new ConfigError(problems);
   return {
@@ -229,6 +235,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     restApis,
     rateLimitPerKey,
     signupRateLimit,
+    refusedPerMinute,
     relayCertDays,
     relayCertOverlapMs,
     limits,

@@ -17,6 +17,7 @@
  */
 import pg from 'pg';
 import type { Column, IncomingQuery, Row, Value } from '../protocol/index.js';
+import { guardWire, type GuardedStream, type WireGuard } from '../protocol/wire-guard.js';
 
 export interface ExecutorLimits {
   /** longest a query may run, ms, whatever is requested (default 30 000) */
@@ -115,6 +116,7 @@ function mapError(err: unknown): { code: string; message: string; retryable?: bo
   const e = err as PgErrorLike & { errno?: number };
   const sqlstate = typeof e.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code) ? e.code : undefined;
   const msg = e.message ?? String(err);
+  if (e.code === 'PROTO_ERR_ROW_TOO_LARGE') return { code: 'RELAY_ERR_ROW_TOO_LARGE', message: msg };
   if (sqlstate === '25006') return { code: 'RELAY_ERR_READ_ONLY', message: `refused: the relay runs queries read-only (${msg})`, detail: { sqlstate } };
   if (sqlstate === '42601' && /multiple commands/.test(msg)) return { code: 'RELAY_ERR_MULTI_STATEMENT', message: 'refused: one statement per query', detail: { sqlstate } };
   if (sqlstate === '57014') return { code: 'RELAY_ERR_TIMEOUT', message: `the query was cancelled at the database: ${msg}`, detail: { sqlstate } };
@@ -125,12 +127,27 @@ function mapError(err: unknown): { code: string; message: string; retryable?: bo
   return { code: 'RELAY_ERR_QUERY', message: msg };
 }
 
+/** a statement's answer, read row by row (see sendRows) */
+interface Got {
+  rows: unknown[][];
+  fields: pg.FieldDef[];
+  command?: string;
+  rowCount: number | null;
+  /** the wire guard closed the connection before the statement finished */
+  stopped: boolean;
+}
+
 export function createExecutor(opts: ExecutorOptions): Executor {
   const limits: ExecutorLimits = { ...DEFAULT_EXECUTOR_LIMITS, ...(opts.limits ?? {}) };
   const appName = opts.applicationName ?? 'svc-relay';
   const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.poolSize ?? 4, application_name: appName, idleTimeoutMillis: 30_000, pipeline: true });
   pool.on('error', () => {
     /* an idle client died; the pool replaces it */
+  });
+  // a checked-out client whose connection drops (the database restarted, or our wire guard closed
+  // it) emits 'error' too: its queries fail with it, and the process must not
+  pool.on('connect', (c) => {
+    c.on('error', () => undefined);
   });
   let inflight = 0;
   let cancels = 0;
@@ -199,6 +216,21 @@ export function createExecutor(opts: ExecutorOptions): Executor {
     let timedOut = false;
     let cancelWanted = false;
     let cancelling: Promise<void> | null = null;
+    // a DataRow declaring more bytes than the budget left is never decoded: the guard closes the
+    // connection before pg reads it (a 600 MB value would otherwise kill the relay)
+    let guard: WireGuard | null = null;
+    const stream = (client as unknown as { connection?: { stream?: GuardedStream } }).connection?.stream;
+    if (stream) {
+      guard = guardWire(stream, {
+        framing: 'postgres',
+        // value bytes, as emit() counts them; the prologue's pg_backend_pid() row (at most 11 bytes) counts too
+        rowBudget: () => Math.max(0, maxBytes + 11 - (guard?.rowBytes ?? 0)),
+        onTrip: () => {
+          broken = true; // the connection is closed: never back to the pool
+          cancel();
+        },
+      });
+    }
     const cancel = (): void => {
       if (finished || cancelling !== null || running === 0) return;
       if (pid === null) {
@@ -217,6 +249,37 @@ export function createExecutor(opts: ExecutorOptions): Executor {
       cancel();
     }, timeoutMs);
     timer.unref?.();
+    /**
+     * A statement whose rows we read, collected as pg parses them: when the wire guard stops the
+     * connection mid-result, the rows before the refused one are kept (`stopped`).
+     */
+    const sendRows = (c: { text: string; values?: unknown[]; extended?: boolean }): Promise<Got> => {
+      running++;
+      const p = new Promise<Got>((resolve, reject) => {
+        const rows: unknown[][] = [];
+        let fields: pg.FieldDef[] = [];
+        const config = { text: c.text, rowMode: 'array' as const, ...(c.values ? { values: c.values } : {}), ...(c.extended ? { queryMode: 'extended' } : {}) };
+        const query = new pg.Query(config as pg.QueryConfig);
+        query.on('row', (row: unknown, result?: { fields?: pg.FieldDef[] }) => {
+          rows.push(row as unknown[]);
+          if (result?.fields) fields = result.fields;
+        });
+        query.on('end', (result: { fields?: pg.FieldDef[]; command?: string; rowCount?: number | null }) => {
+          running--;
+          resolve({ rows, fields: result.fields ?? fields, command: result.command, rowCount: result.rowCount ?? null, stopped: false });
+        });
+        query.on('error', (err: Error) => {
+          running--;
+          // the fields pg read before the guard stopped the connection
+          if (fields.length === 0) fields = (query as unknown as { _result?: { fields?: pg.FieldDef[] } })._result?.fields ?? [];
+          if (guard?.tripped) resolve({ rows, fields, rowCount: null, stopped: true });
+          else reject(err);
+        });
+        void client.query(query as unknown as pg.QueryConfig);
+      });
+      p.catch(() => undefined);
+      return p;
+    };
     /** a statement of ours on the pipelined connection; its failure is read where it is awaited */
     const send = <R extends pg.QueryResultRow>(c: pg.QueryConfig & { rowMode?: 'array' }): Promise<pg.QueryResult<R>> => {
       running++;
@@ -233,7 +296,6 @@ export function createExecutor(opts: ExecutorOptions): Executor {
       rollback ??= client.query('ROLLBACK');
       rollback.catch(() => undefined);
     };
-    const extended = <T extends pg.QueryConfig>(c: T): T => Object.assign(c, { queryMode: 'extended' });
     try {
       // ONE round trip for a small result: the connection is pipelined, so our fixed prologue (one
       // simple-protocol message; the SELECT takes the snapshot, so the statement cannot switch
@@ -244,18 +306,14 @@ export function createExecutor(opts: ExecutorOptions): Executor {
       const params = (open.params ?? []) as unknown[];
       const cursor = CURSOR_KEYWORDS.has(kw);
       const batch = Math.max(1, Math.min(limits.fetchRows, maxRows + 1));
-      const fetchNext = (): Promise<pg.QueryResult<unknown[]>> => {
-        const p = send<unknown[]>({ text: `FETCH ${batch} FROM svc_relay_cur`, rowMode: 'array' });
-        p.catch(() => undefined);
-        return p;
-      };
-      let main: Promise<pg.QueryResult<unknown[]>>;
-      let next: Promise<pg.QueryResult<unknown[]>> | null = null;
+      const fetchNext = (): Promise<Got> => sendRows({ text: `FETCH ${batch} FROM svc_relay_cur` });
+      let main: Promise<Got>;
+      let next: Promise<Got> | null = null;
       if (cursor) {
-        main = send<unknown[]>(extended({ text: `DECLARE svc_relay_cur NO SCROLL CURSOR FOR ${open.statement}`, values: params }));
+        main = sendRows({ text: `DECLARE svc_relay_cur NO SCROLL CURSOR FOR ${open.statement}`, values: params, extended: true });
         next = fetchNext();
       } else {
-        main = send<unknown[]>(extended({ text: open.statement, values: params, rowMode: 'array' as const }));
+        main = sendRows({ text: open.statement, values: params, extended: true });
       }
       main.catch(() => undefined);
       // errors in order: a failed prologue fails what follows it, report the first cause
@@ -301,9 +359,41 @@ export function createExecutor(opts: ExecutorOptions): Executor {
         return ok;
       };
 
+      /** the guard stopped the connection: the rows before the refused one, or a refusal when there are none */
+      const stopAt = async (res: Got): Promise<boolean> => {
+        if (!res.stopped) return false;
+        const trip = guard?.tripped;
+        if (trip?.kind === 'other') {
+          // e.g. an error quoting a huge value: the statement failed, and its message was not read
+          finished = true;
+          q.fail('RELAY_ERR_QUERY', `the database answered with a message of ${trip.declared} bytes (an error quoting a huge value?), more than the ${trip.budget} bytes the relay reads; it was not read. Check the statement on smaller values`, {
+            detail: { messageBytes: trip.declared },
+          });
+          return true;
+        }
+        if (rowCount === 0 && res.rows.length === 0 && trip) {
+          finished = true;
+          q.fail('RELAY_ERR_ROW_TOO_LARGE', `a row of ${trip.declared} bytes is more than the ${trip.budget} bytes this query may still return; it was not read`, {
+            detail: { rowBytes: trip.declared, maxBytes: trip.budget },
+          });
+          return true;
+        }
+        await sendColumns(res.fields);
+        await emit(res.rows);
+        truncated = true;
+        finished = true;
+        await q.end({ truncated: true, command: `SELECT ${rowCount}` });
+        return true;
+      };
+
+      if (first.stopped) {
+        await stopAt(first);
+        return;
+      }
       if (next) {
         for (;;) {
-          const res: pg.QueryResult<unknown[]> = await next;
+          const res: Got = await next;
+          if (await stopAt(res)) return;
           const full = res.rows.length === batch;
           // one batch ahead: the database reads the next one while this one is sent (memory: two
           // batches at most, still bounded by the stream's credit)
@@ -320,7 +410,7 @@ export function createExecutor(opts: ExecutorOptions): Executor {
       } else {
         startRollback();
         await sendColumns(first.fields ?? []);
-        await emit((first.rows ?? []) as unknown[][]);
+        await emit(first.rows);
         command = `${first.command ?? ''} ${first.rowCount ?? rowCount}`.trim();
       }
       finished = true;
@@ -347,6 +437,7 @@ export function createExecutor(opts: ExecutorOptions): Executor {
         try {
           startRollback();
           await rollback;
+          guard?.release(); // the pool's next user reads without our budget
           client.release();
         } catch (err) {
           client.release(err instanceof Error ? err : true);

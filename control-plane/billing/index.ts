@@ -47,6 +47,39 @@ export interface Reservation {
   readonly orgId: string;
   readonly payer: Payer;
   readonly heldNc: number;
+  /** trial only: bytes of the trial's egress allowance held for this query (its answer is capped to them) */
+  readonly egressHeld: number;
+  /** the most bytes of rows this query may return: the response cap, or less on the trial */
+  readonly maxBytes: number;
+}
+
+/** The most a trial query may hold beside other running trial queries of its organization. */
+export const TRIAL_EGRESS_SHARE = Math.floor(TRIAL.egressBytes / 16);
+
+/** In-process wake-ups for trial queries waiting for other queries' egress holds to be released. */
+const trialWaiters = new Map<string, Set<() => void>>();
+
+function trialReleased(orgId: string): void {
+  const waiting = trialWaiters.get(orgId);
+  if (!waiting) return;
+  trialWaiters.delete(orgId);
+  for (const wake of waiting) wake();
+}
+
+/** Resolves when a trial hold of `orgId` is released here, or after `ms` (a release on another replica). */
+function trialRelease(orgId: string, ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    let waiting = trialWaiters.get(orgId);
+    if (!waiting) trialWaiters.set(orgId, (waiting = new Set()));
+    const set = waiting;
+    const wake = (): void => {
+      clearTimeout(timer);
+      set.delete(wake);
+      resolve();
+    };
+    const timer = setTimeout(wake, ms);
+    set.add(wake);
+  });
 }
 
 export function billingConfig(maxResultBytes: number): Record<string, unknown> {
@@ -118,23 +151,48 @@ async function maybeAutoReload(sql: Sql, orgId: string): Promise<boolean> {
  * is recorded (table `reservations`) in the same transaction, so a crash between reserve and
  * settle is undone by `sweepReservations` instead of leaking held money.
  */
-export async function reserve(store: Store, orgId: string, maxResultBytes: number): Promise<Reservation> {
+export async function reserve(store: Store, orgId: string, maxResultBytes: number, opts: { waitMs?: number } = {}): Promise<Reservation> {
   const id = newReservationId();
-  const now = new Date().toISOString();
-  const record = (sql: Sql, payer: Payer, held: number) =>
-    sql.query('INSERT INTO reservations (id, org_id, payer, held_nc, created_at) VALUES ($1, $2, $3, $4, $5)', [id, orgId, payer, held, now]);
+  const record = (sql: Sql, payer: Payer, held: number, egress: number) =>
+    sql.query('INSERT INTO reservations (id, org_id, payer, held_nc, created_at, egress_held) VALUES ($1, $2, $3, $4, $5, $6)', [id, orgId, payer, held, new Date().toISOString(), egress]);
 
-  const trial = await store.tx(async (sql) => {
-    const rows = await sql.query(
-      `UPDATE orgs SET trial_queries_used = trial_queries_used + 1, trial_spent_nc = trial_spent_nc + $2
-        WHERE id = $1 AND trial_queries_used < $3 AND trial_egress_used < $4 AND trial_expires_at > $5 AND trial_spent_nc + $2 <= $6
-        RETURNING id`,
-      [orgId, QUERY_PRICE_NC, TRIAL.queries, TRIAL.egressBytes, now, TRIAL.creditNc],
-    );
-    if (rows.length === 1) await record(sql, 'trial', QUERY_PRICE_NC);
-    return rows.length === 1;
-  });
-  if (trial) return { id, orgId, payer: 'trial', heldNc: QUERY_PRICE_NC };
+  // The trial pays while it has queries, days, credit and egress left. Its egress is held up front
+  // like money: a trial query holds what it may return (alone, the response cap; beside other
+  // running trial queries, at most TRIAL_EGRESS_SHARE) and its answer is capped to that, with
+  // used + held never past the allowance plus one response cap, so trial-billed egress passes
+  // the allowance by at most one answer at any concurrency. When nothing is left to hold, this
+  // query waits for a running one to settle (up to `waitMs`).
+  const waitUntil = Date.now() + (opts.waitMs ?? 0);
+  let trialHeld = false;
+  for (;;) {
+    const trial = await store.tx(async (sql): Promise<number | 'held' | undefined> => {
+      const [o] = await sql.query<{ q: number; used: number | bigint; held: number | bigint; expires: Date | string; spent: number | bigint }>(
+        'SELECT trial_queries_used AS q, trial_egress_used AS used, trial_egress_held AS held, trial_expires_at AS expires, trial_spent_nc AS spent FROM orgs WHERE id = $1 FOR UPDATE',
+        [orgId],
+      );
+      if (!o) return undefined;
+      const used = Number(o.used);
+      const held = Number(o.held);
+      const open = o.q < TRIAL.queries && used < TRIAL.egressBytes && new Date(o.expires).getTime() > Date.now() && Number(o.spent) + QUERY_PRICE_NC <= TRIAL.creditNc;
+      if (!open) return undefined;
+      // what is held and used together never passes the allowance plus one answer; alone, a
+      // query may return a whole answer (the one that crosses the allowance ends the trial);
+      // beside running ones, at most a sixteenth of the allowance, so small queries run side by side
+      const free = TRIAL.egressBytes + maxResultBytes - used - held;
+      if (free <= 0) return 'held';
+      const grant = held === 0 ? Math.min(maxResultBytes, free) : Math.min(maxResultBytes, free, TRIAL_EGRESS_SHARE);
+      await sql.query(
+        'UPDATE orgs SET trial_queries_used = trial_queries_used + 1, trial_spent_nc = trial_spent_nc + $2, trial_egress_held = trial_egress_held + $3 WHERE id = $1',
+        [orgId, QUERY_PRICE_NC, grant],
+      );
+      await record(sql, 'trial', QUERY_PRICE_NC, grant);
+      return grant;
+    });
+    if (typeof trial === 'number') return { id, orgId, payer: 'trial', heldNc: QUERY_PRICE_NC, egressHeld: trial, maxBytes: trial };
+    trialHeld = trial === 'held';
+    if (trial !== 'held' || Date.now() >= waitUntil) break;
+    await trialRelease(orgId, Math.min(1000, Math.max(1, waitUntil - Date.now())));
+  }
 
   const hold = queryCostNc(maxResultBytes);
   for (let attempt = 0; attempt < 2; attempt++) {
@@ -143,11 +201,19 @@ export async function reserve(store: Store, orgId: string, maxResultBytes: numbe
         'UPDATE orgs SET wallet_nc = wallet_nc - $2, wallet_held_nc = wallet_held_nc + $2 WHERE id = $1 AND wallet_nc >= $2 RETURNING id',
         [orgId, hold],
       );
-      if (rows.length === 1) await record(sql, 'wallet', hold);
+      if (rows.length === 1) await record(sql, 'wallet', hold, 0);
       return rows.length === 1;
     });
-    if (held) return { id, orgId, payer: 'wallet', heldNc: hold };
+    if (held) return { id, orgId, payer: 'wallet', heldNc: hold, egressHeld: 0, maxBytes: maxResultBytes };
     if (attempt === 0 && !(await store.tx((sql) => maybeAutoReload(sql, orgId)))) break;
+  }
+  if (trialHeld) {
+    throw new ApiError(
+      'rate_limited',
+      `this organization's running trial queries hold what is left of its trial egress allowance (${TRIAL.egressBytes} bytes), and none finished before this statement's deadline; the statement was not run and nothing was charged: retry when they finish, or top up to run queries side by side from the wallet`,
+      { reason: 'trial_egress_held', retry_after_seconds: 1 },
+      { 'Retry-After': '1' },
+    );
   }
   const [o] = await store.query<{ wallet_nc: number }>('SELECT wallet_nc FROM orgs WHERE id = $1', [orgId]);
   throw new ApiError(
@@ -175,10 +241,11 @@ export async function settle(sql: Sql, r: Reservation, bytes: number): Promise<n
   if (!(await claim(sql, r))) return 0; // already swept back: nothing is charged twice or from nothing
   if (r.payer === 'trial') {
     await sql.query(
-      `UPDATE orgs SET trial_egress_used = trial_egress_used + $2, trial_spent_nc = trial_spent_nc + $3,
+      `UPDATE orgs SET trial_egress_used = trial_egress_used + $2, trial_spent_nc = trial_spent_nc + $3, trial_egress_held = trial_egress_held - $5,
          queries_total = queries_total + 1, egress_total = egress_total + $2, list_spend_nc = list_spend_nc + $4 WHERE id = $1`,
-      [r.orgId, bytes, bytes * EGRESS_NC_PER_BYTE, cost],
+      [r.orgId, bytes, bytes * EGRESS_NC_PER_BYTE, cost, r.egressHeld],
     );
+    trialReleased(r.orgId);
     return cost;
   }
   const rows = await sql.query<{ wallet_nc: number }>(
@@ -191,9 +258,14 @@ export async function settle(sql: Sql, r: Reservation, bytes: number): Promise<n
   return cost;
 }
 
-async function giveBack(sql: Sql, orgId: string, payer: Payer, heldNc: number): Promise<void> {
+async function giveBack(sql: Sql, orgId: string, payer: Payer, heldNc: number, egressHeld: number): Promise<void> {
   if (payer === 'trial') {
-    await sql.query('UPDATE orgs SET trial_queries_used = trial_queries_used - 1, trial_spent_nc = trial_spent_nc - $2 WHERE id = $1', [orgId, heldNc]);
+    await sql.query('UPDATE orgs SET trial_queries_used = trial_queries_used - 1, trial_spent_nc = trial_spent_nc - $2, trial_egress_held = trial_egress_held - $3 WHERE id = $1', [
+      orgId,
+      heldNc,
+      egressHeld,
+    ]);
+    trialReleased(orgId);
   } else {
     await sql.query('UPDATE orgs SET wallet_held_nc = wallet_held_nc - $2, wallet_nc = wallet_nc + $2 WHERE id = $1', [orgId, heldNc]);
   }
@@ -201,7 +273,7 @@ async function giveBack(sql: Sql, orgId: string, payer: Payer, heldNc: number): 
 
 /** Give back a reservation for a query that did not run. */
 export async function refund(sql: Sql, r: Reservation): Promise<void> {
-  if (await claim(sql, r)) await giveBack(sql, r.orgId, r.payer, r.heldNc);
+  if (await claim(sql, r)) await giveBack(sql, r.orgId, r.payer, r.heldNc, r.egressHeld);
 }
 
 /**
@@ -211,8 +283,11 @@ export async function refund(sql: Sql, r: Reservation): Promise<void> {
 export async function sweepReservations(store: Store, olderThanMs: number): Promise<number> {
   const cutoff = new Date(Date.now() - olderThanMs).toISOString();
   return store.tx(async (sql) => {
-    const stale = await sql.query<{ org_id: string; payer: Payer; held_nc: number }>('DELETE FROM reservations WHERE created_at < $1 RETURNING org_id, payer, held_nc', [cutoff]);
-    for (const r of stale) await giveBack(sql, r.org_id, r.payer, Number(r.held_nc));
+    const stale = await sql.query<{ org_id: string; payer: Payer; held_nc: number; egress_held: number }>(
+      'DELETE FROM reservations WHERE created_at < $1 RETURNING org_id, payer, held_nc, egress_held',
+      [cutoff],
+    );
+    for (const r of stale) await giveBack(sql, r.org_id, r.payer, Number(r.held_nc), Number(r.egress_held));
     return stale.length;
   });
 }

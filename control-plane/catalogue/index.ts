@@ -7,7 +7,7 @@ import type { DatasetDef, PackDef } from '../demo/types.js';
 import { LIVE_TARGETS, type LiveTargetDef } from './live.js';
 import type { ScopeRule, ScopeTarget } from './scopes.js';
 
-export { parseScopes, periodInterval, grammarText, type ParsedScopes, type Interval, type ScopeRule } from './scopes.js';
+export { parseScopes, periodInterval, grammarText, isSystemSchema, POSTGRES_SYSTEM_SCHEMAS, MYSQL_SYSTEM_SCHEMAS, type ParsedScopes, type Interval, type ScopeRule } from './scopes.js';
 export { LIVE_TARGETS, type LiveTargetDef } from './live.js';
 
 export interface ColumnInfo {
@@ -95,8 +95,8 @@ function demoTarget(d: DatasetDef): Target {
 function filterRule(schema: string): ScopeRule {
   return {
     name: 'filter',
-    pattern: 'filter:<schema>.<table>.<column>=<value>',
-    description: 'Only rows of that table whose column equals the value (several filters on one table all apply); the table must also be in a read: scope.',
+    pattern: 'filter:<schema>.<table>.<column>=<value> | filter:<table>.<column>=<value>',
+    description: 'Only rows of that table whose column equals the value (several filters on one table all apply); the table must also be in a read: scope. System schemas can never be named.',
     required: false,
     examples: [`filter:${schema}.orders.tenant_id=42`],
   };
@@ -126,6 +126,11 @@ function liveTarget(l: LiveTargetDef): Target {
     scopes: grammar,
     grammar,
     tableNames: l.tables ? l.tables.map((t) => t.name) : null,
+    ...(l.id === 'postgres-relay' || l.id === 'postgres'
+      ? { systemSchemas: 'postgres' as const, defaultSchema: 'public' }
+      : l.id === 'mysql'
+        ? { systemSchemas: 'mysql' as const, defaultSchema: null, preserveCase: true }
+        : {}),
     tables: (l.tables ?? []).map((t) => ({
       name: t.name,
       description: t.description,

@@ -38,10 +38,39 @@ export interface ScopeTarget {
   readonly grammar: readonly ScopeRule[];
   /** tables that `read:` may name; null when any `<table>` / `<schema>.<table>` is allowed (databases) */
   readonly tableNames: readonly string[] | null;
+  /**
+   * Databases: the schemas no scope may name (system catalogs), compared case-insensitively;
+   * `pg_temp*` / `pg_toast_temp*` are covered by prefix for PostgreSQL.
+   */
+  readonly systemSchemas?: 'postgres' | 'mysql';
+  /**
+   * Databases: the schema an unqualified `<table>` means (`public` on PostgreSQL), so that
+   * `orders` and `public.orders` are one table in every scope kind; null when it is only known at
+   * query time (MySQL: the credential's database).
+   */
+  readonly defaultSchema?: string | null;
+  /** MySQL: table names keep their letter case (the server decides how they compare) */
+  readonly preserveCase?: boolean;
+}
+
+export const POSTGRES_SYSTEM_SCHEMAS: ReadonlySet<string> = new Set(['pg_catalog', 'information_schema', 'pg_toast']);
+export const MYSQL_SYSTEM_SCHEMAS: ReadonlySet<string> = new Set(['information_schema', 'mysql', 'performance_schema', 'sys']);
+
+/**
+ * Whether a schema name is a system schema of that kind of database, in any letter case:
+ * PostgreSQL `pg_catalog`, `information_schema`, `pg_toast`, `pg_temp*`, `pg_toast_temp*` (and any
+ * other `pg_*` schema: PostgreSQL reserves the prefix for itself); MySQL `mysql`,
+ * `information_schema`, `performance_schema`, `sys`.
+ */
+export function isSystemSchema(kind: 'postgres' | 'mysql', schema: string): boolean {
+  const s = schema.toLowerCase();
+  if (kind === 'mysql') return MYSQL_SYSTEM_SCHEMAS.has(s);
+  return POSTGRES_SYSTEM_SCHEMAS.has(s) || s.startsWith('pg_');
 }
 
 const MAX_SCOPES = 64;
 const IDENT = /^[a-z_][a-z0-9_$]{0,62}$/;
+const IDENT_CASED = /^[A-Za-z_][A-Za-z0-9_$]{0,62}$/;
 
 export function periodInterval(value: string): Interval | undefined {
   if (value.startsWith('0000')) return undefined; // there is no year 0
@@ -93,6 +122,14 @@ export function parseScopes(target: ScopeTarget, scopes: readonly string[]): Par
   const filters: { table: string; column: string; value: string }[] = [];
   const normalized: string[] = [];
 
+  const systemSchemaCheck = (parts: readonly string[], raw: string): void => {
+    if (!target.systemSchemas || parts.length < 2) return;
+    const schema = parts[0] as string;
+    if (isSystemSchema(target.systemSchemas, schema)) {
+      fail(`${JSON.stringify(raw)} names ${schema}, a system schema: system catalogs (${target.systemSchemas === 'mysql' ? [...MYSQL_SYSTEM_SCHEMAS].join(', ') : 'pg_catalog, information_schema, pg_toast, pg_temp*'}) can never be read through a scope`, raw);
+    }
+  };
+
   for (const raw of scopes) {
     const scope = raw.trim();
     const colon = scope.indexOf(':');
@@ -109,12 +146,13 @@ export function parseScopes(target: ScopeTarget, scopes: readonly string[]): Par
           readAll = true;
           break;
         }
-        const table = value.toLowerCase();
+        const table = target.preserveCase ? value : value.toLowerCase();
         if (target.tableNames) {
           if (!target.tableNames.includes(table)) fail(`unknown table ${JSON.stringify(value)} in ${JSON.stringify(raw)}; tables of ${target.id}: ${target.tableNames.join(', ')}`, raw);
         } else {
           const parts = table.split('.');
-          if (parts.length > 2 || !parts.every((p) => IDENT.test(p))) fail(`${JSON.stringify(raw)} must name a table as read:<table> or read:<schema>.<table>`, raw);
+          if (parts.length > 2 || !parts.every((p) => (target.preserveCase ? IDENT_CASED : IDENT).test(p))) fail(`${JSON.stringify(raw)} must name a table as read:<table> or read:<schema>.<table>`, raw);
+          systemSchemaCheck(parts, raw);
         }
         reads.add(table);
         break;
@@ -132,9 +170,18 @@ export function parseScopes(target: ScopeTarget, scopes: readonly string[]): Par
         break;
       }
       case 'filter': {
-        const m = /^([a-z_][a-z0-9_$]{0,62})\.([a-z_][a-z0-9_$]{0,62})\.([a-z_][a-z0-9_$]{0,62})=(.{0,200})$/.exec(value);
-        if (!m) fail(`${JSON.stringify(raw)} must be filter:<schema>.<table>.<column>=<value>`, raw);
-        else filters.push({ table: `${m[1]}.${m[2]}`, column: m[3] as string, value: m[4] as string });
+        // filter:<schema>.<table>.<column>=<value>, or filter:<table>.<column>=<value> (the
+        // unqualified table, as read:<table> names it)
+        const id = target.preserveCase ? '[A-Za-z_][A-Za-z0-9_$]{0,62}' : '[a-z_][a-z0-9_$]{0,62}';
+        const eq = value.indexOf('=');
+        const path = eq < 0 ? value : value.slice(0, eq);
+        const m = new RegExp(`^(?:(${id})\\.)?(${id})\\.(${id})=(.{0,200})$`).exec(`${target.preserveCase ? path : path.toLowerCase()}${eq < 0 ? '' : value.slice(eq)}`);
+        if (!m) fail(`${JSON.stringify(raw)} must be filter:<schema>.<table>.<column>=<value> or filter:<table>.<column>=<value>`, raw);
+        else {
+          const table = m[1] !== undefined ? `${m[1]}.${m[2]}` : (m[2] as string);
+          systemSchemaCheck(table.split('.'), raw);
+          filters.push({ table, column: m[3] as string, value: m[4] as string });
+        }
         break;
       }
       default:
@@ -146,8 +193,20 @@ export function parseScopes(target: ScopeTarget, scopes: readonly string[]): Par
   for (const rule of target.grammar) {
     if (rule.required && !normalized.some((s) => s.startsWith(`${rule.name}:`))) fail(`a ${rule.name}: scope is required`);
   }
-  for (const f of filters) {
-    if (readAll || !reads.has(f.table)) fail(`filter on ${f.table} needs read:${f.table} in the same connection`);
+  // one table, however it is written: `orders` and `public.orders` (databases whose unqualified
+  // names have a known schema) are the same table in read: and filter: scopes alike
+  const canonical = (t: string): string => (target.defaultSchema && !t.includes('.') ? `${target.defaultSchema}.${t}` : t);
+  const readCanonical = new Set([...reads].map(canonical));
+  const canonicalFilters = filters.map((f) => ({ ...f, table: canonical(f.table) }));
+  for (const f of canonicalFilters) {
+    if (readAll || !readCanonical.has(f.table)) {
+      const unknownSchema = target.defaultSchema === null && (f.table.includes('.') ? reads.has(f.table.split('.')[1] as string) : [...reads].some((r) => r.split('.')[1] === f.table));
+      fail(
+        unknownSchema
+          ? `filter on ${f.table} must name the table as its read: scope does (an unqualified name means the credential's database, known only when the query runs)`
+          : `filter on ${f.table} needs read:${f.table} in the same connection`,
+      );
+    }
   }
-  return { read: readAll ? 'all' : reads, periods, relay, filters, normalized };
+  return { read: readAll ? 'all' : reads, periods, relay, filters: canonicalFilters, normalized };
 }

@@ -49,7 +49,16 @@ export function parseDatabaseUrl(secret: string, schemes: readonly string[], def
   if (!schemes.includes(u.protocol)) throw bad('secret', `secret must be a ${schemes.map((s) => s.replace(/:$/, '://')).join(' or ')} URL, like ${example}`);
   const host = u.hostname.replace(/^\[|\]$/g, '');
   if (host === '') throw bad('secret', `the URL must name a host, like ${example}`);
-  if (!/^[A-Za-z0-9.\-:%]+$/.test(host)) throw bad('secret', 'the URL host is not a valid host name or address');
+  let decodedHost = host;
+  try {
+    decodedHost = decodeURIComponent(host);
+  } catch {
+    // stays as written: refused below
+  }
+  if (decodedHost.includes('/') || decodedHost.startsWith('@')) {
+    throw bad('secret', 'the URL host is a Unix socket path; svc connects to databases over TCP only: give a host name or IP address (and a port)');
+  }
+  if (!/^[A-Za-z0-9.\-:]+$/.test(host)) throw bad('secret', 'the URL host is not a valid host name or address');
   const port = u.port === '' ? defaultPort : Number(u.port);
   if (!Number.isInteger(port) || port < 1 || port > 65535) throw bad('secret', 'the URL port must be 1 to 65535');
   let user: string;

@@ -8,7 +8,9 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import pg from 'pg';
-import { collectRows, EmbeddedError, EmbeddedPostgres, FETCH_BATCH, siblingModule, type ReadQueryResult } from '../embedded/index.js';
+import { EmbeddedError, EmbeddedPostgres, siblingModule, type ReadQueryResult } from '../embedded/index.js';
+import { MessageTooLargeError, readGuarded, RowTooLargeError } from '../embedded/pg-guarded.js';
+import { ApiError } from '../errors.js';
 import type { DatasetDef } from './types.js';
 import { DEMO_READER_ROLE, demoFingerprint, loadScript } from './load.js';
 import { FairGate, GateError } from './gate.js';
@@ -25,6 +27,12 @@ export interface DemoQuery {
   readonly maxBytes: number;
   /** the organization the statement runs for: the engines share themselves fairly between them */
   readonly tenant: string;
+  /** aborted when the connection is revoked or expires: the statement is stopped at once */
+  readonly signal?: AbortSignal;
+  /** billed to a trial: admitted in the trial class, shared fairly per client address */
+  readonly trial?: boolean;
+  /** the caller's client address (trial work is shared per address, not per organization) */
+  readonly address?: string;
 }
 
 export class DemoQueryError extends Error {
@@ -66,11 +74,17 @@ async function admitted<T>(gate: FairGate, q: DemoQuery, work: (deadline: number
   const deadline = Date.now() + q.timeoutMs;
   let leave: () => void;
   try {
-    leave = await gate.acquire(q.tenant, q.timeoutMs);
+    // trial work is one class, and keyed by client address: many free organizations from one
+    // address are one tenant of the trial share
+    const key = q.trial ? `trial:${q.address ?? q.tenant}` : q.tenant;
+    leave = await gate.acquire(key, q.timeoutMs, { trial: q.trial === true });
   } catch (err) {
     if (err instanceof GateError && err.code === 'GATE_ERR_TIMEOUT') {
-      const why = `no engine was free within ${q.timeoutMs} ms (this organization's other statements hold its share); the statement was not run`;
-      throw new DemoQueryError('DEMO_ERR_BUSY', why, { retryAfter: 1 });
+      const whose = q.trial
+        ? 'the engines free-trial statements may share are busy with other trial statements from this address or others'
+        : "this organization's other statements hold its share of the engines";
+      const why = `no demo engine became free before the statement's ${q.timeoutMs} ms deadline (${whose}); the statement was not run and nothing was charged: retry in a few seconds, or send fewer statements at once`;
+      throw new DemoQueryError('DEMO_ERR_BUSY', why, { retryAfter: 2 });
     }
     throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo engine is shutting down');
   }
@@ -190,7 +204,9 @@ export class EmbeddedDemoEngine implements DemoEngine {
     this.image = image;
     this.options = { idleRetireMs: 60_000, ...options };
     // an organization's share is half of the *warm* workers: the rest are free for others at once
-    this.gate = new FairGate(options.max, perTenant(options.min));
+    // trial work together holds at most half of the warm workers, so paying organizations always
+    // find a warm one
+    this.gate = new FairGate(options.max, perTenant(options.min), perTenant(options.min));
   }
 
   /** A pool whose workers all start from `image`. */
@@ -282,7 +298,7 @@ export class EmbeddedDemoEngine implements DemoEngine {
     if (slot.idleTimer) clearTimeout(slot.idleTimer);
   }
 
-  private acquireSlot(timeoutMs: number): Promise<Slot> {
+  private acquireSlot(timeoutMs: number, deadlineMs: number): Promise<Slot> {
     // workers that died while idle are dropped (and replaced below)
     for (const dead of this.slots.filter((s) => !s.busy && !s.engine.alive)) this.remove(dead);
     const idle = this.slots.find((s) => !s.busy);
@@ -299,7 +315,13 @@ export class EmbeddedDemoEngine implements DemoEngine {
         timer: setTimeout(() => {
           const i = this.waiters.indexOf(waiter);
           if (i >= 0) this.waiters.splice(i, 1);
-          reject(new DemoQueryError('DEMO_ERR_BUSY', `no engine was free within ${timeoutMs} ms; the statement was not run`, { retryAfter: 1 }));
+          reject(
+            new DemoQueryError(
+              'DEMO_ERR_BUSY',
+              `no demo engine became free before the statement's ${deadlineMs} ms deadline (a new one was still starting); the statement was not run and nothing was charged: retry in a few seconds`,
+              { retryAfter: 2 },
+            ),
+          );
         }, Math.max(0, timeoutMs)),
       };
       this.waiters.push(waiter);
@@ -312,7 +334,7 @@ export class EmbeddedDemoEngine implements DemoEngine {
     this.checkCooldown(q.tenant);
     return admitted(this.gate, q, async (deadline) => {
       this.checkCooldown(q.tenant); // its earlier statement may have been stopped while this one waited
-      return this.runOn(await this.acquireSlot(deadline - Date.now()), q, deadline);
+      return this.runOn(await this.acquireSlot(deadline - Date.now(), q.timeoutMs), q, deadline);
     });
   }
 
@@ -335,12 +357,21 @@ export class EmbeddedDemoEngine implements DemoEngine {
   static readonly COOLDOWN_MAX_MS = 10_000;
 
   private async runOn(slot: Slot, q: DemoQuery, deadline: number): Promise<ReadQueryResult> {
+    if (q.signal?.aborted) {
+      // stopped while it waited for an engine: nothing to end, the warm worker goes back
+      this.release(slot);
+      throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the statement was stopped before it ran');
+    }
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
       // the only way to stop a running statement in PGlite: end its thread
       void slot.engine.terminate();
     }, Math.max(0, deadline - Date.now()));
+    // revoked or expired: the same way to stop it, without the deadline's cooldown
+    const onAbort = (): void => void slot.engine.terminate();
+    if (q.signal?.aborted) onAbort();
+    else q.signal?.addEventListener('abort', onAbort, { once: true });
     try {
       return await slot.engine.read({ preamble: preamble(q), sql: q.sql, maxRows: q.maxRows, maxBytes: q.maxBytes, direct: q.direct });
     } catch (err) {
@@ -348,10 +379,21 @@ export class EmbeddedDemoEngine implements DemoEngine {
         this.cooldown.set(q.tenant, Date.now() + EmbeddedDemoEngine.COOLDOWN_MAX_MS);
         throw new DemoQueryError('DEMO_ERR_TIMEOUT', `the statement ran past its ${q.timeoutMs} ms deadline and was cancelled`);
       }
+      if (err instanceof EmbeddedError && (err.sqlState === '53200' || err.sqlState === '54000')) {
+        // a value or row the engine cannot build (e.g. repeat('x', 600000000)); its WASM heap is
+        // not trusted with the next query: the engine is replaced (finally, below)
+        await slot.engine.terminate();
+        throw new ApiError(
+          'invalid_sql',
+          `the statement needs more memory than the demo engine has (${err.message}): a value or row too large to build; select fewer or shorter values (e.g. left(column, 1000))`,
+          { sqlstate: err.sqlState, reason: 'out_of_memory' },
+        );
+      }
       if (err instanceof EmbeddedError && err.code === 'EMBEDDED_ERR_SQL') throw new DemoQueryError('DEMO_ERR_SQL', err.message, { sqlState: err.sqlState, position: err.position });
       throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo engine failed while running the statement');
     } finally {
       clearTimeout(timer);
+      q.signal?.removeEventListener('abort', onAbort);
       if (slot.engine.alive) {
         this.release(slot);
       } else {
@@ -381,11 +423,6 @@ const pgTypes = {
     oid === INT8_OID ? (v: string) => v : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
 };
 
-/** pg's option for the extended protocol (one statement per round trip); absent from its types. */
-function extended(q: pg.QueryArrayConfig): pg.QueryArrayConfig {
-  return Object.assign(q, { queryMode: 'extended' as const });
-}
-
 export class PostgresDemoEngine implements DemoEngine {
   readonly kind = 'postgres' as const;
   private readonly pool: pg.Pool;
@@ -395,7 +432,7 @@ export class PostgresDemoEngine implements DemoEngine {
     this.pool = pool;
     // one place is kept free for cancelling statements that pass their deadline
     const capacity = Math.max(1, poolSize - 1);
-    this.gate = new FairGate(capacity, perTenant(capacity));
+    this.gate = new FairGate(capacity, perTenant(capacity), perTenant(capacity));
   }
 
   /** Connect, and load the demo data when the database does not hold this version of it. */
@@ -403,6 +440,10 @@ export class PostgresDemoEngine implements DemoEngine {
     const pool = new pg.Pool({ connectionString: url, max: poolSize, types: pgTypes, application_name: 'svc-demo', connectionTimeoutMillis: 5000 });
     // an idle client dropped by the server (restart, idle timeout) must not crash the process
     pool.on('error', () => undefined);
+    // so must a checked-out one whose connection drops (or that the wire guard closed): its query fails, not the process
+    pool.on('connect', (client) => {
+      client.on('error', () => undefined);
+    });
     const fingerprint = demoFingerprint(datasets);
     const c = await pool.connect();
     try {
@@ -430,6 +471,7 @@ export class PostgresDemoEngine implements DemoEngine {
   }
 
   private async runOnce(q: DemoQuery, deadline: number): Promise<ReadQueryResult> {
+    if (q.signal?.aborted) throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the statement was stopped before it ran');
     let c: pg.PoolClient;
     try {
       c = await this.pool.connect();
@@ -444,15 +486,38 @@ export class PostgresDemoEngine implements DemoEngine {
       cancelled = true;
       if (pid !== undefined) this.pool.query('SELECT pg_cancel_backend($1)', [pid]).catch(() => undefined);
     }, Math.max(0, deadline - Date.now()));
+    // revoked or expired: cancelled at the database at once
+    const onAbort = (): void => {
+      if (pid !== undefined) this.pool.query('SELECT pg_cancel_backend($1)', [pid]).catch(() => undefined);
+    };
+    if (q.signal?.aborted) onAbort();
+    else q.signal?.addEventListener('abort', onAbort, { once: true });
     try {
       await c.query('BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY');
       for (const stmt of preamble(q)) await c.query(stmt);
-      // the extended protocol: one statement per round trip, whatever the text holds
-      const caps = { maxRows: q.maxRows, maxBytes: q.maxBytes, once: q.direct };
-      if (q.direct) return await collectRows(() => c.query(extended({ text: q.sql, rowMode: 'array' })), caps);
-      await c.query(extended({ text: `DECLARE svc_cursor NO SCROLL CURSOR FOR ${q.sql}`, rowMode: 'array' }));
-      return await collectRows((n) => c.query(extended({ text: `FETCH ${Math.min(n, FETCH_BATCH)} FROM svc_cursor`, rowMode: 'array' })), caps);
+      // the extended protocol: one statement per round trip, whatever the text holds; a row larger
+      // than the bytes left is never decoded (the wire guard closes the connection first)
+      const { stopped: _stopped, ...result } = await readGuarded(c, {
+        sql: q.sql,
+        direct: q.direct,
+        cursor: 'svc_cursor',
+        maxRows: q.maxRows,
+        maxBytes: q.maxBytes,
+        onTrip: () => {
+          broken = true;
+          if (pid !== undefined) this.pool.query('SELECT pg_cancel_backend($1)', [pid]).catch(() => undefined);
+        },
+      });
+      return result;
     } catch (err) {
+      if (err instanceof RowTooLargeError) {
+        broken = true;
+        throw new ApiError('invalid_sql', err.message, { reason: 'row_too_large', row_bytes: err.trip.declared, max_bytes: err.maxBytes });
+      }
+      if (err instanceof MessageTooLargeError) {
+        broken = true;
+        throw new ApiError('invalid_sql', err.message, { reason: 'message_too_large', message_bytes: err.trip.declared });
+      }
       const e = err as { code?: string; message?: string; position?: string };
       if (e.code === '57014' || cancelled) throw new DemoQueryError('DEMO_ERR_TIMEOUT', `the statement ran past its ${q.timeoutMs} ms deadline and was cancelled at the database`, { sqlState: e.code });
       if (typeof e.code === 'string') throw new DemoQueryError('DEMO_ERR_SQL', e.message ?? 'database error', { sqlState: e.code, position: e.position ? Number(e.position) : undefined });
@@ -460,9 +525,12 @@ export class PostgresDemoEngine implements DemoEngine {
       throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo database is unreachable');
     } finally {
       clearTimeout(timer);
-      await c.query('ROLLBACK').catch(() => {
-        broken = true;
-      });
+      q.signal?.removeEventListener('abort', onAbort);
+      if (!broken) {
+        await c.query('ROLLBACK').catch(() => {
+          broken = true;
+        });
+      }
       c.release(broken);
     }
   }

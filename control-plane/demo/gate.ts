@@ -3,6 +3,11 @@
  * at once, at most `perTenant` of them for one organization, and waiting callers are served
  * round-robin across organizations. A wait never outlasts the caller's deadline. So one
  * organization flooding slow statements can hold part of the engine, never all of it.
+ *
+ * Trial work is a class of its own: all trial statements together hold at most `trialCapacity`
+ * places, so a crowd of free signups cannot take the places paying organizations need (callers
+ * also key trial work by client address, so many free organizations from one address are one
+ * tenant here).
  */
 
 export class GateError extends Error {
@@ -16,6 +21,7 @@ export class GateError extends Error {
 
 interface Waiter {
   readonly tenant: string;
+  readonly trial: boolean;
   grant: () => void;
   fail: (err: GateError) => void;
   timer: NodeJS.Timeout | undefined;
@@ -23,6 +29,7 @@ interface Waiter {
 
 export class FairGate {
   private running = 0;
+  private runningTrial = 0;
   private readonly runningBy = new Map<string, number>();
   private readonly queues = new Map<string, Waiter[]>();
   /** tenants with waiters, in the order they are served */
@@ -30,19 +37,23 @@ export class FairGate {
   private closed = false;
   readonly capacity: number;
   readonly perTenant: number;
+  readonly trialCapacity: number;
 
-  constructor(capacity: number, perTenant: number) {
+  constructor(capacity: number, perTenant: number, trialCapacity = capacity) {
     this.capacity = Math.max(1, capacity);
     this.perTenant = Math.max(1, Math.min(perTenant, this.capacity));
+    this.trialCapacity = Math.max(1, Math.min(trialCapacity, this.capacity));
   }
 
   /** Wait for a place; resolves with its release function (call it exactly once). */
-  acquire(tenant: string, timeoutMs: number): Promise<() => void> {
+  acquire(tenant: string, timeoutMs: number, opts: { trial?: boolean } = {}): Promise<() => void> {
     if (this.closed) return Promise.reject(new GateError('GATE_ERR_CLOSED', 'the engine is shutting down'));
+    const trial = opts.trial === true;
     return new Promise((resolve, reject) => {
       const waiter: Waiter = {
         tenant,
-        grant: () => resolve(this.releaser(tenant)),
+        trial,
+        grant: () => resolve(this.releaser(tenant, trial)),
         fail: reject,
         timer: undefined,
       };
@@ -79,12 +90,13 @@ export class FairGate {
     this.rotation.length = 0;
   }
 
-  private releaser(tenant: string): () => void {
+  private releaser(tenant: string, trial: boolean): () => void {
     let released = false;
     return () => {
       if (released) return;
       released = true;
       this.running--;
+      if (trial) this.runningTrial--;
       const n = (this.runningBy.get(tenant) ?? 1) - 1;
       if (n <= 0) this.runningBy.delete(tenant);
       else this.runningBy.set(tenant, n);
@@ -115,7 +127,7 @@ export class FairGate {
         this.forget(tenant);
         continue;
       }
-      if ((this.runningBy.get(tenant) ?? 0) >= this.perTenant) {
+      if ((this.runningBy.get(tenant) ?? 0) >= this.perTenant || (q[0]?.trial === true && this.runningTrial >= this.trialCapacity)) {
         this.rotation.push(tenant); // its turn comes again when one of its statements ends
         scanned++;
         continue;
@@ -123,6 +135,7 @@ export class FairGate {
       const w = q.shift() as Waiter;
       clearTimeout(w.timer);
       this.running++;
+      if (w.trial) this.runningTrial++;
       this.runningBy.set(tenant, (this.runningBy.get(tenant) ?? 0) + 1);
       if (q.length === 0) this.queues.delete(tenant);
       else this.rotation.push(tenant);

@@ -2,6 +2,8 @@
  * The one place errors become responses: `{"error": {"code", "message", "details"?, "request_id"}}`
  * with the contract's status. Bad input is never a 500, and no stack trace ever leaves.
  */
+import { randomBytes } from 'node:crypto';
+import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { API_ERRORS, ApiError, isApiError, type ApiErrorCode } from '../errors.js';
 
@@ -77,3 +79,37 @@ export function registerErrorHandling(app: FastifyInstance): void {
     sendError(reply, req, new ApiError('not_found', `no route ${req.method} ${req.url.split('?')[0]}; the API is described at /openapi.json`)),
   );
 }
+
+/**
+ * Requests Node's HTTP parser refuses before fastify sees them (headers over the limit, a
+ * malformed request line, a client too slow to send its headers) get the same
+ * `{"error": {code, message, request_id}}` body as every other error, then the socket is closed.
+ */
+export function clientErrorHandler(err: Error & { code?: string }, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  let status: number;
+  let code: ApiErrorCode;
+  let message: string;
+  if (err.code === 'HPE_HEADER_OVERFLOW') {
+    status = 431;
+    code = 'headers_too_large';
+    message = 'the request headers are over the size limit; send fewer or smaller headers';
+  } else if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+    status = 408;
+    code = 'request_timeout';
+    message = 'the request was not received in time; send it again';
+  } else {
+    status = 400;
+    code = 'invalid_request';
+    message = 'the request is not valid HTTP/1.1 (request line or headers malformed)';
+  }
+  const body = JSON.stringify({ error: { code, message, request_id: `req_${randomBytes(9).toString('base64url')}` } });
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? 'Error'}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
+}
+
+const STATUS_TEXT: Record<number, string> = { 400: 'Bad Request', 408: 'Request Timeout', 431: 'Request Header Fields Too Large' };

@@ -31,6 +31,14 @@ export class TokenBuckets {
     return Math.max(1, Math.ceil((1 - b.tokens) / this.ratePerMs / 1000));
   }
 
+  /** The seconds `key` must wait for a token (0 when one is there), without taking it. */
+  wait(key: string, now = Date.now()): number {
+    const b = this.buckets.get(key);
+    if (!b) return 0;
+    const tokens = Math.min(this.burst, b.tokens + (now - b.at) * this.ratePerMs);
+    return tokens >= 1 ? 0 : Math.max(1, Math.ceil((1 - tokens) / this.ratePerMs / 1000));
+  }
+
   /** Forget buckets that have refilled completely. */
   private sweep(now: number): void {
     for (const [k, b] of this.buckets) if (b.tokens + (now - b.at) * this.ratePerMs >= this.burst) this.buckets.delete(k);
@@ -61,4 +69,36 @@ export function registerRateLimits(app: FastifyInstance, limits: RateLimits): vo
       throw new ApiError('rate_limited', `${what}; retry after ${wait} s`, { retry_after_seconds: wait }, { 'Retry-After': String(wait) });
     }
   });
+}
+
+/**
+ * Refused statements (`invalid_sql`, `scope_violation`) cost the service a parse and a check but
+ * nothing else, so each agent key has a budget of them: `perMinute` a minute with a burst of
+ * half that. Over it, the key's queries are answered `429 rate_limited` before any parsing until
+ * the budget refills. 0 disables.
+ */
+export class RefusalBudget {
+  private readonly buckets: TokenBuckets | undefined;
+
+  constructor(readonly perMinute: number) {
+    this.buckets = perMinute > 0 ? new TokenBuckets(perMinute / 60, Math.max(1, Math.floor(perMinute / 2))) : undefined;
+  }
+
+  /** Throws 429 when `keyId` has used up its refusals. */
+  check(keyId: string): void {
+    const wait = this.buckets?.wait(keyId) ?? 0;
+    if (wait > 0) {
+      throw new ApiError(
+        'rate_limited',
+        `too many refused statements with this agent key (the budget is ${this.perMinute} a minute); fix the statement (see the earlier errors' messages) and retry after ${wait} s`,
+        { retry_after_seconds: wait, reason: 'refused_statements' },
+        { 'Retry-After': String(wait) },
+      );
+    }
+  }
+
+  /** Counts one refused statement against `keyId`. */
+  charge(keyId: string): void {
+    this.buckets?.take(keyId);
+  }
 }

@@ -11,10 +11,11 @@ import type { ConnectionOptions } from 'node:tls';
 import pg from 'pg';
 import type { ParsedScopes, Target } from '../catalogue/index.js';
 import { credentialRejected, databaseCredentialKind, databaseEndpoint, parseDatabaseUrl, scrub, type DatabaseOptions, type DatabaseUrl, type ReservedDatabase } from '../credentials/database.js';
-import { collectRows, type ReadQueryResult } from '../embedded/index.js';
+import type { ReadQueryResult } from '../embedded/index.js';
+import { MessageTooLargeError, readGuarded, RowTooLargeError } from '../embedded/pg-guarded.js';
 import { ApiError } from '../errors.js';
 import { relayPolicy } from '../query/relay.js';
-import { checkAndRewrite } from '../query/sql/index.js';
+import { checkAndRewriteAsync } from '../query/sql/offload.js';
 import type { CredentialKindDef, LiveConnector, LiveRunContext, PreparedLiveQuery } from './types.js';
 
 const EXAMPLE = 'postgres://reader:password@db.example.com:5432/app?sslmode=verify-full';
@@ -36,11 +37,6 @@ export const postgresCredentialKind: CredentialKindDef = databaseCredentialKind(
   prefer: 'TLS when the server offers it',
   parse: parsePostgresUrl,
 });
-
-/** pg's option for the extended protocol (one statement per round trip); absent from its types. */
-function extended(q: pg.QueryArrayConfig): pg.QueryArrayConfig {
-  return Object.assign(q, { queryMode: 'extended' as const });
-}
 
 interface PgErrorLike {
   code?: string;
@@ -80,9 +76,9 @@ export class PostgresConnector implements LiveConnector {
 
   constructor(private readonly network: DatabaseNetwork) {}
 
-  prepare(sqlText: string, scopes: ParsedScopes, _target: Target): PreparedLiveQuery {
+  async prepare(sqlText: string, scopes: ParsedScopes, _target: Target): Promise<PreparedLiveQuery> {
     const policy = relayPolicy(scopes);
-    const checked = checkAndRewrite(sqlText, policy);
+    const checked = await checkAndRewriteAsync(sqlText, policy);
     return { ...preparedFrom(checked, policy.allowed), plan: { direct: checked.kind === 'explain' } };
   }
 
@@ -127,15 +123,35 @@ export class PostgresConnector implements LiveConnector {
     const onAbort = (): void => cancel();
     ctx.signal.addEventListener('abort', onAbort, { once: true });
     let broken = false;
+    let stopped = false;
     try {
       await client.query('BEGIN TRANSACTION READ ONLY');
       await client.query(`SET LOCAL statement_timeout = ${Math.max(1, deadline - Date.now())}`);
       await client.query(`SET LOCAL idle_in_transaction_session_timeout = ${Math.max(1000, ctx.limits.timeoutMs * 2)}`);
-      const caps = { maxRows: ctx.limits.maxRows, maxBytes: ctx.limits.maxBytes, once: false };
-      if ((q.plan as { direct?: boolean } | undefined)?.direct) return await collectRows(() => client.query(extended({ text: q.sql, rowMode: 'array' })), { ...caps, once: true });
-      await client.query(extended({ text: `DECLARE svc_live_cursor NO SCROLL CURSOR FOR ${q.sql}`, rowMode: 'array' }));
-      return await collectRows((n) => client.query(extended({ text: `FETCH ${n} FROM svc_live_cursor`, rowMode: 'array' })), caps);
+      // a row larger than the budget left is never read: the guard closes the socket before pg decodes it
+      const result = await readGuarded(client, {
+        sql: q.sql,
+        direct: (q.plan as { direct?: boolean } | undefined)?.direct === true,
+        cursor: 'svc_live_cursor',
+        maxRows: ctx.limits.maxRows,
+        maxBytes: ctx.limits.maxBytes,
+        onTrip: () => {
+          broken = true;
+          stopped = true;
+          cancel();
+        },
+      });
+      const { stopped: _stopped, ...rows } = result;
+      return rows;
     } catch (err) {
+      if (err instanceof RowTooLargeError) {
+        broken = stopped = true;
+        throw rowTooLarge(err);
+      }
+      if (err instanceof MessageTooLargeError) {
+        broken = stopped = true;
+        throw new ApiError('invalid_sql', err.message, { reason: 'message_too_large', message_bytes: err.trip.declared });
+      }
       const e = err as PgErrorLike;
       const code = typeof e.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code) ? e.code : undefined;
       if (timedOut || code === '57014' || ctx.signal.aborted) {
@@ -153,7 +169,8 @@ export class PostgresConnector implements LiveConnector {
       ctx.signal.removeEventListener('abort', onAbort);
       if (cancelling) await cancelling;
       if (!broken) await client.query('ROLLBACK').catch(() => undefined);
-      await client.end().catch(() => undefined);
+      if (stopped) pgStreamOf(client)?.destroy(); // closed by the wire guard: nothing to say goodbye to
+      else await client.end().catch(() => undefined);
     }
   }
 }
@@ -185,6 +202,15 @@ async function connectPlain(attempt: (tls: false) => Promise<pg.Client>, secret:
   } catch (err) {
     throw connectError(err, secret, url);
   }
+}
+
+/** `400 invalid_sql` reason `row_too_large`: not even the first row fits in a response. */
+export function rowTooLarge(err: RowTooLargeError): ApiError {
+  return new ApiError('invalid_sql', err.message, { reason: 'row_too_large', row_bytes: err.trip.declared, max_bytes: err.maxBytes });
+}
+
+function pgStreamOf(client: pg.Client): { destroy(): unknown } | undefined {
+  return (client as unknown as { connection?: { stream?: { destroy(): unknown } } }).connection?.stream;
 }
 
 function connectError(err: unknown, secret: string, url: DatabaseUrl): ApiError {

@@ -19,7 +19,9 @@ import { scopeSettings } from '../demo/load.js';
 import type { ColumnInfo, Row } from '../embedded/index.js';
 import { ApiError, isApiError } from '../errors.js';
 import type { Store } from '../store/index.js';
-import { checkAndRewrite, periodPredicate, SqlPolicyError, type ScopedTable, type SqlPolicy } from './sql/index.js';
+import { periodPredicate, SqlPolicyError, type ScopedTable, type SqlPolicy } from './sql/index.js';
+import { checkAndRewriteAsync } from './sql/offload.js';
+import { RunningQueries, type RunningQuery } from './running.js';
 
 export interface QueryDeps {
   readonly store: Store;
@@ -33,6 +35,8 @@ export interface QueryDeps {
   readonly credentials: CredentialStore;
   /** aborted when the control plane shuts down: live statements are cancelled at their source */
   readonly shutdown?: AbortSignal;
+  /** running statements per connection: revocation, expiry and relay deletion stop them */
+  readonly running?: RunningQueries;
 }
 
 export interface ScopeApplied {
@@ -51,6 +55,8 @@ export interface QueryResponse {
   readonly columns: readonly { name: string; type_oid: number }[];
   readonly row_count: number;
   readonly truncated: boolean;
+  /** why the rows stop early when it is not the response caps: `trial_egress` (the trial's egress allowance left) */
+  readonly truncated_reason?: 'trial_egress';
   readonly cost_cents: number;
   readonly bytes_egressed: number;
   readonly billed_to: 'trial' | 'wallet';
@@ -109,6 +115,38 @@ function scopeApplied(target: Target, scopes: ParsedScopes, allowed: Allowed, ta
   };
 }
 
+/**
+ * `work`, or its abort reason as soon as `signal` aborts (a demo statement still waiting for an
+ * engine is then answered at once; the engine skips it when its turn comes).
+ */
+function untilStopped<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) {
+    work.catch(() => undefined);
+    return Promise.reject(signal.reason);
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(
+      (v) => (signal.removeEventListener('abort', onAbort), resolve(v)),
+      (e: unknown) => (signal.removeEventListener('abort', onAbort), reject(e)),
+    );
+  });
+}
+
+/** used when the caller keeps no registry (expiry still stops the statement) */
+const fallbackRunning = new RunningQueries();
+
+/** The connection's refusal when it can no longer be used, else undefined. */
+function unusable(c: ConnectionRow): ApiError | undefined {
+  try {
+    assertUsable(c);
+    return undefined;
+  } catch (err) {
+    return isApiError(err) ? err : undefined;
+  }
+}
+
 function translate(err: unknown): ApiError {
   if (isApiError(err)) return err;
   if (err instanceof SqlPolicyError) {
@@ -130,13 +168,13 @@ function translate(err: unknown): ApiError {
   return new ApiError('internal_error', 'the query failed unexpectedly');
 }
 
-export async function runQuery(deps: QueryDeps, orgId: string, connectionId: string, sqlText: string): Promise<QueryResponse> {
+export async function runQuery(deps: QueryDeps, orgId: string, connectionId: string, sqlText: string, caller: { address?: string } = {}): Promise<QueryResponse> {
   const started = Date.now();
   const conn: ConnectionRow = await getConnection(deps.store, orgId, connectionId);
   const base = { type: 'query', org_id: orgId, ...auditedSql('sql', sqlText) };
   const fail = async (err: unknown, extra: Record<string, unknown> = {}): Promise<never> => {
     const api = translate(err);
-    const outcome = api.status === 402 || api.status === 403 || api.status === 410 || api.status === 429 || api.code === 'invalid_sql' ? 'refused' : 'error';
+    const outcome = typeof extra['outcome'] === 'string' ? extra['outcome'] : api.status === 402 || api.status === 403 || api.status === 410 || api.status === 429 || api.code === 'invalid_sql' ? 'refused' : 'error';
     const event = await deps.store.tx((sql) =>
       appendEvent(sql, conn.id, { ...base, ...extra, outcome, error_code: api.code, duration_ms: Date.now() - started }),
     );
@@ -152,6 +190,15 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
   let prepared: PreparedLiveQuery | undefined;
   try {
     assertUsable(conn);
+    // the cheapest limit first: nothing is parsed beyond it
+    const bytes = Buffer.byteLength(sqlText, 'utf8');
+    if (bytes > deps.limits.maxStatementBytes) {
+      throw new ApiError('invalid_sql', `the statement is ${bytes} bytes, over the limit of ${deps.limits.maxStatementBytes}; split it into smaller queries`, {
+        reason: 'too_complex',
+        statement_bytes: bytes,
+        max_statement_bytes: deps.limits.maxStatementBytes,
+      });
+    }
     target = deps.catalogue.target(conn.target_id);
     if (!target) throw new ApiError('internal_error', 'the connection names a target that no longer exists');
     scopes = parseScopes(target, conn.scopes);
@@ -160,13 +207,13 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
       if (!connector) {
         throw new ApiError('not_implemented', `queries on the live target ${target.id} are not available in this version; see GET /v1/connections/targets for the queryable ones`, { target_id: target.id });
       }
-      prepared = connector.prepare(sqlText, scopes, target);
+      prepared = await connector.prepare(sqlText, scopes, target);
       checked = { sql: prepared.sql, tables: prepared.tables, kind: 'select' };
       allowed = { tablesAllowed: prepared.tablesAllowed, rowFilters: prepared.rowFilters };
     } else {
       if (target.id !== 'postgres-relay' && !target.dataset) throw new ApiError('internal_error', `${target.id} has no dataset`);
       policy = target.id === 'postgres-relay' ? relayPolicy(scopes) : demoPolicy(target, scopes);
-      checked = checkAndRewrite(sqlText, policy);
+      checked = await checkAndRewriteAsync(sqlText, policy);
       allowed = allowedByPolicy(scopes, policy, checked.tables);
     }
   } catch (err) {
@@ -176,22 +223,39 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
   const applied = scopeApplied(target, scopes, allowed, checked.tables, deps.limits);
   let reservation: Reservation;
   try {
-    reservation = await reserve(deps.store, orgId, deps.limits.maxResultBytes);
+    reservation = await reserve(deps.store, orgId, deps.limits.maxResultBytes, { waitMs: deps.limits.queryTimeoutMs });
   } catch (err) {
     return fail(err, { tables: checked.tables });
   }
 
+  // from here the statement can be stopped by revocation, expiry or relay deletion
+  const running: RunningQuery = (deps.running ?? fallbackRunning).start(conn.id, { expiresAt: new Date(conn.expires_at), relayId: scopes.relay });
+  const stopped = (): ApiError | undefined => running.reason();
   let result;
   try {
+    if (stopped()) throw stopped();
     if (connector && prepared) result = await runOnLive(connector, prepared);
     else if (target.id === 'postgres-relay') {
-      result = await runOnRelay(deps.tunnels, scopes.relay as string, checked.sql, {
-        timeoutMs: deps.limits.queryTimeoutMs,
-        maxRows: deps.limits.maxRows,
-        maxBytes: deps.limits.maxResultBytes,
-      });
-    } else result = await runOnDemo();
+      result = await runOnRelay(
+        deps.tunnels,
+        scopes.relay as string,
+        checked.sql,
+        {
+          timeoutMs: deps.limits.queryTimeoutMs,
+          maxRows: deps.limits.maxRows,
+          maxBytes: reservation.maxBytes,
+        },
+        running.signal,
+      );
+    } else result = await untilStopped(runOnDemo(), running.signal);
   } catch (err) {
+    running.done();
+    const why = stopped();
+    if (why) {
+      // revoked, expired or its relay deleted while it ran: nothing is returned or charged
+      await deps.store.tx((sql) => refund(sql, reservation));
+      return fail(why, { tables: checked.tables, ...auditedSql('sql_executed', checked.sql), outcome: 'error' });
+    }
     if ((err instanceof DemoQueryError && err.code === 'DEMO_ERR_TIMEOUT' && err.started) || (isApiError(err) && err.code === 'query_timeout')) {
       // it held an engine until its deadline: charged the query price, no egress
       const costNc = await deps.store.tx((sql) => settle(sql, reservation, 0));
@@ -206,14 +270,14 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
     const credential = await deps.credentials.resolve(orgId, c.credentialKind);
     const deadline = new AbortController();
     const timer = setTimeout(() => deadline.abort(new Error('deadline')), deps.limits.queryTimeoutMs + 1000);
-    const signal = deps.shutdown ? AbortSignal.any([deadline.signal, deps.shutdown]) : deadline.signal;
+    const signal = AbortSignal.any([deadline.signal, running.signal, ...(deps.shutdown ? [deps.shutdown] : [])]);
     try {
       return await c.run(q, {
         orgId,
         connectionId: conn.id,
         scopes,
         credential,
-        limits: { timeoutMs: deps.limits.queryTimeoutMs, maxRows: deps.limits.maxRows, maxBytes: deps.limits.maxResultBytes },
+        limits: { timeoutMs: deps.limits.queryTimeoutMs, maxRows: deps.limits.maxRows, maxBytes: reservation.maxBytes },
         signal,
       });
     } catch (err) {
@@ -238,11 +302,24 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
       tenant: orgId,
       timeoutMs: deps.limits.queryTimeoutMs,
       maxRows: deps.limits.maxRows,
-      maxBytes: deps.limits.maxResultBytes,
+      maxBytes: reservation.maxBytes,
+      signal: running.signal,
+      trial: reservation.payer === 'trial',
+      ...(caller.address ? { address: caller.address } : {}),
     });
   }
 
-  const { event, costNc } = await deps.store.tx(async (sql) => {
+  running.done();
+  // stopped after its rows arrived: the connection's state decides, under its row lock, below
+
+  // cut short by what is left of the trial's egress allowance, not by the response caps
+  const trialCut = result.truncated && reservation.maxBytes < deps.limits.maxResultBytes && result.rows.length < deps.limits.maxRows;
+  const settled = await deps.store.tx(async (sql) => {
+    // the connection row is locked, so a revocation commits either before this (and the result is
+    // refused) or after it (and this query is in the chain before connection.revoked)
+    const [now] = await sql.query<ConnectionRow>('SELECT * FROM connections WHERE id = $1 FOR UPDATE', [conn.id]);
+    const gone = stopped() ?? (now ? unusable(now) : undefined);
+    if (gone) return { gone };
     const costNc = await settle(sql, reservation, result.bytes);
     await sql.query('UPDATE connections SET queries = queries + 1, bytes_egressed = bytes_egressed + $2, last_query_at = $3 WHERE id = $1', [
       conn.id,
@@ -258,6 +335,7 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
       row_filters: applied.row_filters,
       row_count: result.rows.length,
       truncated: result.truncated,
+      ...(trialCut ? { truncated_reason: 'trial_egress' } : {}),
       bytes_egressed: result.bytes,
       cost_cents: centsFromNc(costNc),
       billed_to: reservation.payer,
@@ -265,12 +343,18 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
     });
     return { event, costNc };
   });
+  if ('gone' in settled) {
+    await deps.store.tx((sql) => refund(sql, reservation));
+    return fail(settled.gone, { tables: checked.tables, ...auditedSql('sql_executed', checked.sql), outcome: 'error' });
+  }
+  const { event, costNc } = settled;
 
   return {
     rows: result.rows,
     columns: result.columns.map((c: ColumnInfo) => ({ name: c.name, type_oid: c.type_oid })),
     row_count: result.rows.length,
     truncated: result.truncated,
+    ...(trialCut ? { truncated_reason: 'trial_egress' as const } : {}),
     cost_cents: centsFromNc(costNc),
     bytes_egressed: result.bytes,
     billed_to: reservation.payer,

@@ -8,23 +8,36 @@ import { ProtocolError, type QueryStream } from '../../protocol/index.js';
 import { RowCollector, uniqueColumnNames, type ColumnInfo, type ReadQueryResult } from '../embedded/index.js';
 import { ApiError } from '../errors.js';
 import type { ParsedScopes } from '../catalogue/index.js';
+import { isSystemSchema } from '../catalogue/scopes.js';
 import { quoteIdent, quoteLiteral } from '../demo/load.js';
 import type { TunnelRegistry } from '../tunnel/index.js';
 import type { ScopedTable, SqlPolicy } from './sql/index.js';
 
-/** `filter:<schema>.<table>.<column>=<value>`: rows of that table whose column equals the value. */
+/**
+ * The policy of a PostgreSQL database target (`postgres-relay` and `postgres`): `read:<table>`
+ * means `public.<table>`; the agent may write either form of a scoped table (`orders` or
+ * `public.orders`; an unqualified name is `public.<name>` when that is scoped, else the one scoped
+ * table of that name), and
+ * both read the scope's own `"schema"."table"`. `filter:<schema>.<table>.<column>=<value>` (or
+ * `filter:<table>.<column>=<value>`): rows of that table whose column equals the value. A scope
+ * naming a system schema never becomes a readable table (refused at creation; the resolver
+ * refuses system schemas again at query time, before it looks at the allowed tables).
+ */
 export function relayPolicy(scopes: ParsedScopes): SqlPolicy {
   if (scopes.read === 'all') throw new ApiError('invalid_scope', 'a relay connection names its tables: read:<schema>.<table> (read:* is not available on relays)');
   const allowed = new Map<string, ScopedTable>();
   const byName = new Map<string, number>();
-  const tables = [...scopes.read].map((t) => (t.includes('.') ? t : `public.${t}`));
+  const tables = [...new Set([...scopes.read].map((t) => (t.includes('.') ? t : `public.${t}`)))].filter((t) => !isSystemSchema('postgres', t.split('.')[0] as string));
   for (const t of tables) byName.set(t.split('.')[1] as string, (byName.get(t.split('.')[1] as string) ?? 0) + 1);
   for (const qualified of tables) {
     const [schema, table] = qualified.split('.') as [string, string];
-    const filters = scopes.filters.filter((f) => f.table === qualified).map((f) => `${quoteIdent(f.column)} = ${quoteLiteral(f.value)}`);
+    const filters = scopes.filters
+      .filter((f) => (f.table.includes('.') ? f.table : `public.${f.table}`) === qualified)
+      .map((f) => `${quoteIdent(f.column)} = ${quoteLiteral(f.value)}`);
     const entry: ScopedTable = { name: qualified, schema, table, predicate: filters.length ? filters.join(' AND ') : null };
     allowed.set(qualified, entry);
-    if (byName.get(table) === 1) allowed.set(table, entry); // unqualified when unambiguous
+    // an unqualified name is public.<table>, as in the scopes; else the one scoped table of that name
+    if (schema === 'public' || (byName.get(table) === 1 && !tables.includes(`public.${table}`))) allowed.set(table, entry);
   }
   return { allowed, known: tables, schemas: [] };
 }
@@ -34,6 +47,7 @@ export async function runOnRelay(
   relayId: string,
   sql: string,
   limits: { timeoutMs: number; maxRows: number; maxBytes: number },
+  signal?: AbortSignal,
 ): Promise<ReadQueryResult> {
   const live = tunnels.get(relayId);
   if (!live) throw new ApiError('relay_unavailable', `relay ${relayId} has no live tunnel: is svc-relay running and able to reach the control plane?`, { relay_id: relayId });
@@ -48,8 +62,13 @@ export async function runOnRelay(
     timedOut = true;
     stream.cancel('deadline');
   }, limits.timeoutMs + 1000);
+  // revoked, expired or the relay deleted: the relay cancels the statement at the database
+  const onAbort = (): void => stream.cancel('revoked');
+  if (signal?.aborted) onAbort();
+  else signal?.addEventListener('abort', onAbort, { once: true });
   let columns: ColumnInfo[] = [];
   let collector: RowCollector | undefined;
+  let relayTruncated = false; // the relay stopped early (its own caps, or a row too large to read)
   try {
     for await (const ev of stream) {
       if (ev.type === 'columns') {
@@ -64,7 +83,7 @@ export async function runOnRelay(
           stream.cancel('cap reached'); // the relay stops reading the rest
           break;
         }
-      }
+      } else if (ev.type === 'end' && ev.end.truncated) relayTruncated = true;
     }
   } catch (err) {
     if (timedOut || (err instanceof ProtocolError && err.code === 'PROTO_ERR_DEADLINE')) {
@@ -74,9 +93,10 @@ export async function runOnRelay(
     throw new ApiError('relay_unavailable', `the tunnel to relay ${relayId} was lost during the statement; retry`, { relay_id: relayId });
   } finally {
     clearTimeout(timer);
+    signal?.removeEventListener('abort', onAbort);
   }
   const c = collector ?? new RowCollector(columns, limits.maxRows, limits.maxBytes);
-  return { columns, rows: c.rows, truncated: c.truncated, bytes: c.bytes };
+  return { columns, rows: c.rows, truncated: c.truncated || relayTruncated, bytes: c.bytes };
 }
 
 /**
@@ -93,6 +113,15 @@ export function relayFailure(err: ProtocolError, relayId: string, timeoutMs: num
       'query_timeout',
       `the statement was cancelled at the relay's database by a statement timeout (the control plane allows ${timeoutMs} ms; the relay may set a lower ceiling with --statement-timeout-ms); narrow the query (filters, LIMIT, aggregates)`,
     );
+  }
+  if (err.code === 'RELAY_ERR_ROW_TOO_LARGE') {
+    // a row the relay did not read (not even the first fits in the result budget) or could not frame
+    const d = err.detail as { rowBytes?: unknown; maxBytes?: unknown } | null | undefined;
+    return new ApiError('invalid_sql', `a row of the result is too large for a response (${err.message}); select fewer or shorter columns (e.g. left(column, 1000)) or filter the rows`, {
+      reason: 'row_too_large',
+      ...(typeof d?.rowBytes === 'number' ? { row_bytes: d.rowBytes } : {}),
+      ...(typeof d?.maxBytes === 'number' ? { max_bytes: d.maxBytes } : {}),
+    });
   }
   if (err.code === 'RELAY_ERR_READ_ONLY' || err.code === 'RELAY_ERR_MULTI_STATEMENT' || sqlstate === '42501' || sqlstate === '25006') {
     return new ApiError('scope_violation', `the relay's database refused the statement: ${err.message}`, sqlstate ? { sqlstate } : undefined);

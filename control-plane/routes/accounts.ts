@@ -87,7 +87,11 @@ export function accountRoutes(app: App, s: Services): void {
         throw new ApiError('invalid_request', `amount_cents must be at least ${TOPUP_MIN_CENTS} (or 0 to only change auto_reload)`, { field: 'amount_cents' });
       }
       if (amount === 0 && autoReload === undefined) {
-        throw new ApiError('invalid_request', `amount_cents must be at least ${TOPUP_MIN_CENTS}`, { field: 'amount_cents' });
+        throw new ApiError(
+          'invalid_request',
+          `amount_cents must be at least ${TOPUP_MIN_CENTS} to top up; 0 is accepted only together with auto_reload, to change auto-reload without paying (e.g. {"amount_cents": 0, "auto_reload": null} turns it off)`,
+          { field: 'amount_cents' },
+        );
       }
       const orgId = principalOf(req).orgId;
       const balance = await topup(s.store, orgId, amount, autoReload);

@@ -1,12 +1,15 @@
 import { Type } from 'typebox';
 import { connectionRecord, createConnection, getConnection, listConnections, revokeConnection, TTL_MAX, TTL_MIN } from '../connections/index.js';
 import { principalOf } from '../http/auth.js';
+import { RefusalBudget } from '../http/rate-limit.js';
+import { isApiError } from '../errors.js';
 import { runQuery } from '../query/engine.js';
 import { type App, type Services, ErrorSchema, errors, queryDeps } from './context.js';
 
 const ConnectionId = Type.Object({ connection_id: Type.String({ maxLength: 200 }) });
 
 export function connectionRoutes(app: App, s: Services): void {
+  const refusals = new RefusalBudget(s.config.refusedPerMinute);
   app.post(
     '/v1/connections',
     {
@@ -66,7 +69,10 @@ export function connectionRoutes(app: App, s: Services): void {
     { schema: { summary: 'Revoke a connection (idempotent)', tags: ['connections'], params: ConnectionId, response: { ...errors(404) } } },
     async (req) => {
       const p = principalOf(req);
-      return connectionRecord(await revokeConnection(s.store, p.orgId, req.params.connection_id, p.keyId));
+      const revoked = await revokeConnection(s.store, p.orgId, req.params.connection_id, p.keyId);
+      // committed: the connection's running statements stop now, before this answer leaves
+      s.running.revoke(revoked.id);
+      return connectionRecord(revoked);
     },
   );
 
@@ -78,10 +84,18 @@ export function connectionRoutes(app: App, s: Services): void {
         tags: ['queries'],
         params: ConnectionId,
         body: Type.Object({ sql: Type.String({ minLength: 1, maxLength: 100_000 }) }, { additionalProperties: false }),
-        response: { ...errors(400, 402, 403, 404, 410, 413, 503, 504) },
+        response: { ...errors(400, 402, 403, 404, 410, 413, 429, 503, 504) },
       },
     },
-    async (req) =>
-      s.track(() => runQuery(queryDeps(s), principalOf(req).orgId, req.params.connection_id, req.body.sql)),
+    async (req) => {
+      const { orgId, keyId } = principalOf(req);
+      refusals.check(keyId);
+      try {
+        return await s.track(() => runQuery(queryDeps(s), orgId, req.params.connection_id, req.body.sql, { address: req.ip }));
+      } catch (err) {
+        if (isApiError(err) && (err.code === 'invalid_sql' || err.code === 'scope_violation')) refusals.charge(keyId);
+        throw err;
+      }
+    },
   );
 }

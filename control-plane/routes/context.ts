@@ -9,6 +9,7 @@ import type { TunnelRegistry } from '../tunnel/index.js';
 import type { CredentialStore } from '../credentials/index.js';
 import type { LiveRegistry } from '../live/index.js';
 import type { QueryDeps } from '../query/engine.js';
+import type { RunningQueries } from '../query/running.js';
 
 export type App = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, FastifyBaseLogger, TypeBoxTypeProvider>;
 
@@ -29,11 +30,13 @@ export interface Services {
   readonly credentials: CredentialStore;
   /** aborted when the control plane starts shutting down */
   readonly shutdown: AbortSignal;
+  /** the statements running in this process, per connection (revocation stops them) */
+  readonly running: RunningQueries;
 }
 
 /** What the query path needs, from the services (HTTP routes, MCP tools). */
 export function queryDeps(s: Services): QueryDeps {
-  return { store: s.store, catalogue: s.catalogue, demo: s.demo, limits: s.config.limits, tunnels: s.tunnels, live: s.live, credentials: s.credentials, shutdown: s.shutdown };
+  return { store: s.store, catalogue: s.catalogue, demo: s.demo, limits: s.config.limits, tunnels: s.tunnels, live: s.live, credentials: s.credentials, shutdown: s.shutdown, running: s.running };
 }
 
 export const ErrorSchema = Type.Object(

@@ -86,6 +86,7 @@ export function relayRoutes(app: App, s: Services, ca: () => Promise<RelayCa>, o
     async (req) => {
       const orgId = principalOf(req).orgId;
       await deleteRelay(s.store, orgId, req.params.relay_id);
+      s.running.relayDeleted(req.params.relay_id);
       s.tunnels.disconnect(req.params.relay_id, 'relay_revoked'); // its live tunnel closes at once
       return getRelay(s.store, orgId, req.params.relay_id);
     },

@@ -243,6 +243,14 @@ CREATE INDEX webhook_deliveries_org_due ON webhook_deliveries (org_id, next_atte
 CREATE INDEX webhook_deliveries_leased ON webhook_deliveries (org_id) WHERE lease_until IS NOT NULL;
 `,
   },
+  {
+    version: 7,
+    name: 'trial egress held while trial queries run (reserved up front like money)',
+    sql: `
+ALTER TABLE orgs ADD COLUMN trial_egress_held bigint NOT NULL DEFAULT 0 CHECK (trial_egress_held >= 0);
+ALTER TABLE reservations ADD COLUMN egress_held bigint NOT NULL DEFAULT 0 CHECK (egress_held >= 0);
+`,
+  },
 ];
 
 /** Apply every migration not yet applied; returns the versions applied now. */

@@ -157,9 +157,22 @@ t.test('the row cap truncates while reading and says so', async (t) => {
   t.equal(small.body.row_count, 3);
 });
 
+/**
+ * A paying organization (trial over, wallet funded). Trial statements of all free organizations
+ * share one slice of the engines (see test/demo/admission.test.ts), so the organizations that
+ * must not be stalled here pay.
+ */
+async function payingAgent(name: string): Promise<{ key: string; orgId: string }> {
+  const a = await signupAgent(srv.url, name);
+  await srv.svc.store.query('UPDATE orgs SET trial_queries_used = 100 WHERE id = $1', [a.orgId]);
+  const top = await api(srv.url, 'POST', '/v1/agent/topup', { key: a.key, body: { amount_cents: 1000 } });
+  if (top.status !== 200) throw new Error(`topup: ${top.status} ${top.text}`);
+  return a;
+}
+
 t.test('a runaway statement is stopped at its deadline (504), is not billed, and never stalls other agents', async (t) => {
   const a = await signupAgent(srv.url, 'Slow Co');
-  const b = await signupAgent(srv.url, 'Fast Co');
+  const b = await payingAgent('Fast Co');
   const slowConn = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:*']);
   const fastConn = await openConnection(srv.url, b.key, 'demo-healthcare', ['read:patients']);
   const slow = api<QueryBody>(srv.url, 'POST', `/v1/connections/${slowConn}/query`, {
@@ -200,7 +213,7 @@ t.test('a runaway statement is stopped at its deadline (504), is not billed, and
 t.test('one organization flooding slow statements holds at most its share of the engine', async (t) => {
   await warmEngines();
   const a = await signupAgent(srv.url, 'Flood Co');
-  const b = await signupAgent(srv.url, 'Victim Co');
+  const b = await payingAgent('Victim Co');
   const flood = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:encounters']);
   const calm = await openConnection(srv.url, b.key, 'demo-healthcare', ['read:patients']);
   let floodDone = 0;

@@ -67,7 +67,7 @@ export interface ServerOptions {
 
 export async function startServer(o: ServerOptions = {}): Promise<TestServer> {
   const dataDir = o.dataDir ?? (await tempDir());
-  const base = loadConfig({ SVC_DATA_DIR: dataDir, PORT: '0', SVC_TUNNEL_PORT: '0', LOG_LEVEL: 'silent', SVC_RATE_LIMIT: '100000', SVC_SIGNUP_RATE_LIMIT: '100000', ...(o.env ?? {}) });
+  const base = loadConfig({ SVC_DATA_DIR: dataDir, PORT: '0', SVC_TUNNEL_PORT: '0', LOG_LEVEL: 'silent', SVC_RATE_LIMIT: '100000', SVC_SIGNUP_RATE_LIMIT: '100000', SVC_REFUSED_STATEMENTS_PER_MINUTE: '100000', ...(o.env ?? {}) });
   const config: Config = {
     ...base,
     ...(o.databaseUrl ? { databaseUrl: o.databaseUrl } : {}),

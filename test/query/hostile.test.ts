@@ -156,6 +156,20 @@ const hostile: Case[] = [
   refused('SELECT * FROM svc_meta.demo_version'),
   refused('SELECT count(*) FROM encounters e JOIN pg_namespace n ON true'),
   refused('SELECT * FROM pg_temp.encounters'),
+  // system schemas in any letter case or quoting (#12): never readable, whatever the scopes
+  refused('SELECT rolname, rolpassword FROM pg_catalog.pg_authid'),
+  refused('SELECT * FROM "PG_CATALOG".Pg_Authid'),
+  refused('SELECT * FROM PG_CATALOG.PG_SHADOW'),
+  refused('SELECT * FROM "pg_catalog"."pg_stat_activity"'),
+  refused('SELECT name, setting FROM Pg_Catalog.pg_settings'),
+  refused('SELECT * FROM pg_catalog.pg_hba_file_rules'),
+  refused('SELECT * FROM INFORMATION_SCHEMA.TABLES'),
+  refused('SELECT * FROM "information_schema"."columns"'),
+  refused('SELECT * FROM pg_toast.pg_toast_1262'),
+  refused('SELECT * FROM pg_temp_1.encounters'),
+  refused('SELECT * FROM pg_toast_temp_1.x'),
+  refused('SELECT count(*) FROM encounters e JOIN "PG_CATALOG"."PG_AUTHID" a ON true'),
+  refused('WITH x AS (SELECT * FROM pg_catalog.pg_shadow) SELECT * FROM x'),
 
   // --- quoted, case-folded and schema-qualified names
   refused('SELECT count(*) FROM "ENCOUNTERS"'),

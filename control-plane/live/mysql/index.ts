@@ -14,7 +14,10 @@ import { RowCollector, uniqueColumnNames, type ColumnInfo, type ReadQueryResult 
 import { ApiError } from '../../errors.js';
 import { preparedFrom, type DatabaseNetwork } from '../postgres.js';
 import type { CredentialKindDef, LiveConnector, LiveRunContext, PreparedLiveQuery } from '../types.js';
-import { checkMysql, mysqlPolicy } from './policy.js';
+import { isMysqlSystemSchema, mysqlPolicy, nameCaseOf, type MysqlNameCase } from './policy.js';
+import { checkMysqlAsync } from '../../query/sql/offload.js';
+import { SqlPolicyError } from '../../query/sql/index.js';
+import { guardWire, type GuardedStream, type WireTrip } from '../../../protocol/wire-guard.js';
 
 export { checkMysql, mysqlPolicy, MYSQL_ALLOWED_FUNCTIONS } from './policy.js';
 
@@ -81,9 +84,12 @@ export class MysqlConnector implements LiveConnector {
 
   constructor(private readonly network: DatabaseNetwork) {}
 
-  prepare(sqlText: string, scopes: ParsedScopes, _target: Target): PreparedLiveQuery {
+  async prepare(sqlText: string, scopes: ParsedScopes, _target: Target): Promise<PreparedLiveQuery> {
+    // checked as a case-insensitive server compares names; run() checks again when the server is case-sensitive
     const policy = mysqlPolicy(scopes);
-    return preparedFrom(checkMysql(sqlText, policy), policy.allowed);
+    const checked = await checkMysqlAsync(sqlText, policy);
+    const unqualified = checked.tables.some((name) => policy.allowed.get(name)?.schema === null);
+    return { ...preparedFrom(checked, policy.allowed), plan: { sqlText, unqualified, databases: checked.assumedDatabases } satisfies MysqlPlan };
   }
 
   async run(q: PreparedLiveQuery, ctx: LiveRunContext): Promise<ReadQueryResult> {
@@ -136,7 +142,10 @@ export class MysqlConnector implements LiveConnector {
     let broken = false;
     try {
       await run1(conn, `SET SESSION sql_mode = '${MYSQL_SQL_MODE}'`);
-      const version = String(((await run1(conn, 'SELECT VERSION() AS v')) as { v?: string }[])[0]?.v ?? '');
+      // once per connection: the server's version, how it compares table names, and its default database
+      const info = ((await run1(conn, 'SELECT VERSION() AS v, @@lower_case_table_names AS l, DATABASE() AS d')) as { v?: string; l?: unknown; d?: string | null }[])[0];
+      const version = String(info?.v ?? '');
+      await checkForServer(q, ctx.scopes, nameCaseOf(info?.l), info?.d ?? null);
       const seconds = Math.max(0.001, (deadline - Date.now()) / 1000);
       if (/mariadb/i.test(version)) await run1(conn, `SET SESSION max_statement_time = ${seconds.toFixed(3)}`);
       else await run1(conn, `SET SESSION max_execution_time = ${Math.max(1, Math.ceil(seconds * 1000))}`);
@@ -145,9 +154,18 @@ export class MysqlConnector implements LiveConnector {
         broken = true;
         kill();
       });
+      if (result.stopped && result.rows.length === 0) {
+        throw new ApiError('invalid_sql', `the first row of the result is ${result.stopped.declared} bytes or more, more than the ${ctx.limits.maxBytes} bytes a response may hold; it was not read. Select fewer or shorter columns (e.g. LEFT(column, 1000)) or filter the rows`, {
+          reason: 'row_too_large',
+          row_bytes: result.stopped.declared,
+          max_bytes: ctx.limits.maxBytes,
+        });
+      }
       if (timedOut) throw Object.assign(new Error('interrupted'), { errno: 1317 });
-      return result;
+      const { stopped: _stopped, ...rows } = result;
+      return rows;
     } catch (err) {
+      if (err instanceof ApiError) throw err; // our own refusal (checkForServer): the connection is fine
       const e = err as MysqlErrorLike;
       if (timedOut || ctx.signal.aborted || (e.errno !== undefined && INTERRUPTED.has(e.errno))) {
         broken = true;
@@ -168,6 +186,45 @@ export class MysqlConnector implements LiveConnector {
         await new Promise<void>((resolve) => conn.end(() => resolve()));
       }
     }
+  }
+}
+
+interface MysqlPlan {
+  readonly sqlText: string;
+  /** whether the statement reads a table scoped without a schema (the credential's database) */
+  readonly unqualified: boolean;
+  /** schema names the agent wrote for such tables (`shop.orders` for `read:orders`): each must be the credential's database */
+  readonly databases: readonly string[];
+}
+
+/**
+ * What prepare() checked assumed a server that folds name case; a case-sensitive server
+ * (`lower_case_table_names = 0`) compares names exactly, so the statement is checked again that
+ * way and must come out the same (else `ORDERS` and `orders` could be mixed up). An unqualified
+ * scoped table means the credential's database, which must not be a system schema.
+ */
+export async function checkForServer(q: PreparedLiveQuery, scopes: ParsedScopes, names: MysqlNameCase, database: string | null): Promise<void> {
+  const plan = q.plan as MysqlPlan | undefined;
+  if (!plan) return;
+  if (plan.unqualified && database !== null && isMysqlSystemSchema(database)) {
+    throw new ApiError('scope_violation', `the credential's database is ${database}, a system schema, and cannot be read; scope the tables as read:<schema>.<table>, or register a credential whose URL names your data's database`, { reason: 'system_catalog' });
+  }
+  for (const d of plan.databases) {
+    const same = database !== null && (names === 'fold' ? d.toLowerCase() === database.toLowerCase() : d === database);
+    if (!same) {
+      throw new ApiError('scope_violation', `tables of ${d} are not in this connection's scopes: an unqualified read: scope means the credential's database (${database ?? 'none'}); scope them as read:${d}.<table>`, { reason: 'table_not_in_scope' });
+    }
+  }
+  if (names === 'fold') return;
+  let again: string;
+  try {
+    again = (await checkMysqlAsync(plan.sqlText, mysqlPolicy(scopes, 'exact'))).sql;
+  } catch (err) {
+    if (err instanceof SqlPolicyError) throw new ApiError(err.code, err.message, { ...err.detail });
+    throw err;
+  }
+  if (again !== q.sql) {
+    throw new ApiError('scope_violation', 'this server compares table names case-sensitively (lower_case_table_names = 0): write table and CTE names exactly as scoped', { reason: 'table_not_in_scope' });
   }
 }
 
@@ -193,18 +250,48 @@ async function connect(o: mysql.ConnectionOptions, secret: string, url: Database
   }
 }
 
-/** Read the result as it arrives, under the caps; at a cap the socket is paused and `stop` called. */
-function stream(conn: Conn, sql: string, maxRows: number, maxBytes: number, stop: () => void): Promise<ReadQueryResult> {
+/** packets of a result that are not rows (column definitions, EOF / OK) stay under this, besides the row budget */
+const PACKET_SLACK = 4096;
+
+/**
+ * Read the result as it arrives, under the caps; at a cap the socket is paused and `stop` called.
+ * A wire guard reads each packet's 3-byte length before mysql2 does: a packet (or a row split
+ * into 16 MB packets) longer than the bytes still allowed is never read; the socket is closed,
+ * `stop` kills the statement, and the rows before it come back truncated (`stopped` set).
+ */
+function stream(conn: Conn, sql: string, maxRows: number, maxBytes: number, stop: () => void): Promise<ReadQueryResult & { stopped: WireTrip | null }> {
   return new Promise((resolve, reject) => {
     let columns: ColumnInfo[] = [];
     let collector: RowCollector | undefined;
     let done = false;
-    const finish = (): void => {
+    const raw = (conn as unknown as { stream?: GuardedStream }).stream;
+    const guard = raw
+      ? guardWire(raw, {
+          framing: 'mysql',
+          rowBudget: () => Math.max(0, maxBytes - (collector?.bytes ?? 2)) + PACKET_SLACK,
+          onTrip: () => {
+            stop();
+            finish(); // mysql2 tells a query without a callback nothing of a lost connection
+          },
+        })
+      : null;
+    // a connection lost mid-result reaches the connection, not the query (it has no callback)
+    const onLost = (err: Error): void => {
+      if (guard?.tripped) return finish();
       if (done) return;
       done = true;
-      const c = collector ?? new RowCollector(columns, maxRows, maxBytes);
-      resolve({ columns, rows: c.rows, truncated: c.truncated, bytes: c.bytes });
+      reject(err);
     };
+    conn.once('error', onLost);
+    function finish(): void {
+      if (done) return;
+      done = true;
+      conn.removeListener('error', onLost);
+      if (!guard?.tripped) guard?.release();
+      const c = collector ?? new RowCollector(columns, maxRows, maxBytes);
+      const stopped = guard?.tripped ?? null;
+      resolve({ columns, rows: c.rows, truncated: c.truncated || stopped !== null, bytes: c.bytes, stopped });
+    }
     const query = conn.query({ sql, rowsAsArray: true });
     query.on('fields', (fields: { name: string; columnType?: number }[]) => {
       if (collector) return;
@@ -222,8 +309,11 @@ function stream(conn: Conn, sql: string, maxRows: number, maxBytes: number, stop
       }
     });
     query.on('error', (err: Error) => {
+      if (guard?.tripped) return finish(); // the guard closed the connection: the rows so far
       if (!done) {
         done = true;
+        conn.removeListener('error', onLost);
+        guard?.release();
         reject(err);
       }
     });

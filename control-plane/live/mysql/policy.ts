@@ -10,7 +10,11 @@
  * and checked again ("verify"), its table list checked against a white list of the physical
  * tables in scope. Refused: INTO (OUTFILE, DUMPFILE, variables), locking reads, user and system
  * variables, assignments, placeholders, functions outside the allow-list (SLEEP, BENCHMARK,
- * LOAD_FILE, GET_LOCK, DATABASE(), USER(), …), system schemas, other schemas.
+ * LOAD_FILE, GET_LOCK, DATABASE(), USER(), …), system schemas (in any letter case, checked before
+ * the scoped tables are looked up), other schemas. Table and database names keep their letter
+ * case; the agent's references are compared as the server compares them (`MysqlNameCase`, from
+ * `@@lower_case_table_names`). A statement the checker cannot reproduce is `invalid_sql`
+ * (`unsupported`), and a parse error names the construct where parsing stopped.
  *
  * Pure: no I/O. Throws SqlPolicyError (`invalid_sql` / `scope_violation`).
  */
@@ -34,16 +38,40 @@ export interface MysqlScopedTable {
   readonly predicate: string | null;
 }
 
+/**
+ * How the server compares table and database names (`@@lower_case_table_names`): `exact` for 0
+ * (case-sensitive: `ORDERS` and `orders` are two tables), `fold` for 1 and 2 (case-insensitive).
+ */
+export type MysqlNameCase = 'exact' | 'fold';
+
+/** the comparison a server's `@@lower_case_table_names` value means (anything but 0 folds) */
+export function nameCaseOf(lowerCaseTableNames: unknown): MysqlNameCase {
+  return Number(lowerCaseTableNames) === 0 ? 'exact' : 'fold';
+}
+
 export interface MysqlPolicy {
+  /** scoped tables keyed by the name as scoped (letter case kept), plus the bare table name when unambiguous */
   readonly allowed: ReadonlyMap<string, MysqlScopedTable>;
+  readonly names: MysqlNameCase;
 }
 
 export interface MysqlChecked {
   readonly sql: string;
   readonly tables: readonly string[];
+  /**
+   * databases the statement named a table scoped without a schema with (`read:orders`, written
+   * `shop.orders`): it reads the credential's database's table, so it runs only if the
+   * credential's database is that one (checked when the query runs, see checkForServer)
+   */
+  readonly assumedDatabases: readonly string[];
 }
 
-export const MYSQL_SYSTEM_SCHEMAS = new Set(['information_schema', 'mysql', 'performance_schema', 'sys']);
+export const MYSQL_SYSTEM_SCHEMAS: ReadonlySet<string> = new Set(['information_schema', 'mysql', 'performance_schema', 'sys']);
+
+/** a MySQL system schema, in any letter case (MySQL compares these case-insensitively) */
+export function isMysqlSystemSchema(schema: string): boolean {
+  return MYSQL_SYSTEM_SCHEMAS.has(schema.toLowerCase());
+}
 
 /** Backtick-quote an identifier. */
 export function quoteMysqlIdent(name: string): string {
@@ -59,8 +87,13 @@ function mysqlLiteral(value: string): string {
   return `'${value}'`;
 }
 
-/** `read:<table>` / `read:<schema>.<table>` and `filter:<schema>.<table>.<column>=<value>` scopes as a policy. */
-export function mysqlPolicy(scopes: ParsedScopes): MysqlPolicy {
+/**
+ * `read:<table>` / `read:<schema>.<table>` and `filter:[<schema>.]<table>.<column>=<value>` scopes
+ * as a policy. Names keep the letter case they were scoped with, and the rewrite reads exactly
+ * that name; `names` says how the agent's references are compared with them: as the server
+ * compares names (`nameCaseOf(@@lower_case_table_names)`); `fold` before the server is known.
+ */
+export function mysqlPolicy(scopes: ParsedScopes, names: MysqlNameCase = 'fold'): MysqlPolicy {
   if (scopes.read === 'all') throw new ApiError('invalid_scope', 'a mysql connection names its tables: read:<table> or read:<schema>.<table> (read:* is not available on databases)');
   const allowed = new Map<string, MysqlScopedTable>();
   const byName = new Map<string, number>();
@@ -70,13 +103,13 @@ export function mysqlPolicy(scopes: ParsedScopes): MysqlPolicy {
   }
   for (const scoped of scopes.read) {
     const [schema, table] = scoped.includes('.') ? (scoped.split('.') as [string, string]) : [null, scoped];
-    if (schema !== null && MYSQL_SYSTEM_SCHEMAS.has(schema)) throw new ApiError('invalid_scope', `${schema} is a system schema and cannot be read`, { scope: `read:${scoped}` });
+    if (schema !== null && isMysqlSystemSchema(schema)) throw new ApiError('invalid_scope', `${schema} is a system schema and cannot be read`, { scope: `read:${scoped}` });
     const filters = scopes.filters.filter((f) => f.table === scoped).map((f) => `${quoteMysqlIdent(f.column)} = ${mysqlLiteral(f.value)}`);
     const entry: MysqlScopedTable = { name: scoped, schema, table, predicate: filters.length ? filters.join(' AND ') : null };
     allowed.set(scoped, entry);
     if (schema !== null && byName.get(table) === 1 && !allowed.has(table)) allowed.set(table, entry);
   }
-  return { allowed };
+  return { allowed, names };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -132,7 +165,12 @@ export const MYSQL_ALLOWED_FUNCTIONS: ReadonlySet<string> = new Set([
 
 const violation = (message: string, detail: Partial<SqlPolicyErrorDetail> = {}): SqlPolicyError =>
   new SqlPolicyError('scope_violation', message, { reason: 'construct_not_allowed', ...detail });
-const rewriteFailed = (): SqlPolicyError => new SqlPolicyError('scope_violation', 'the statement could not be checked safely; simplify it', { reason: 'rewrite_failed' });
+/** the checker could not reproduce a statement it accepted: its limitation, not a scope violation (nothing runs) */
+const rewriteFailed = (): SqlPolicyError =>
+  new SqlPolicyError('invalid_sql', "this statement uses syntax that svc's MySQL checker cannot reproduce faithfully, so it is not supported (nothing ran); write it another way, e.g. with a subquery or CTE", {
+    reason: 'unsupported',
+    construct: 'rewrite',
+  });
 
 interface Template {
   readonly entry: MysqlScopedTable;
@@ -151,6 +189,7 @@ const unquote = (name: string): string => name.replace(/``/g, '`');
 
 class MysqlWalker {
   readonly tables = new Set<string>();
+  readonly assumedDatabases = new Set<string>();
   readonly physical = new Set<string>();
   readonly cteNames = new Set<string>();
   constructor(
@@ -158,9 +197,37 @@ class MysqlWalker {
     private readonly mode: 'check' | 'verify',
   ) {}
 
+  /** a name as the server compares it (CTE names, table lookups) */
+  key(name: string): string {
+    return this.policy.names === 'fold' ? name.toLowerCase() : name;
+  }
+
+  /** the scoped table a reference names: exactly as written, or (when the server folds case) the one scoped name it folds to */
+  private lookup(written: string): MysqlScopedTable | undefined {
+    const exact = this.policy.allowed.get(written);
+    if (exact || this.policy.names === 'exact') return exact;
+    const hits = new Set<MysqlScopedTable>();
+    for (const [k, e] of this.policy.allowed) if (k.toLowerCase() === written.toLowerCase()) hits.add(e);
+    if (hits.size > 1) {
+      throw new SqlPolicyError('scope_violation', `table "${written}" matches several scoped tables that differ only in letter case (${[...hits].map((e) => e.name).join(', ')}); write the name exactly as scoped`, { reason: 'table_not_in_scope', table: written });
+    }
+    return [...hits][0];
+  }
+
   private readable(): string {
-    const names = [...this.policy.allowed.keys()].sort();
+    const names = [...new Set([...this.policy.allowed.values()].map((e) => e.name))].sort();
     return names.length ? `readable tables: ${names.join(', ')}` : 'this connection cannot read any table';
+  }
+
+  /** the top-level statement: in verify mode, any refusal means the rewrite did not come back as checked */
+  statement(node: unknown): void {
+    if (this.mode === 'check') return this.select(node, []);
+    try {
+      this.select(node, []);
+    } catch (err) {
+      if (err instanceof SqlPolicyError && err.code === 'scope_violation') throw rewriteFailed();
+      throw err;
+    }
   }
 
   select(node: unknown, ctes: readonly ReadonlySet<string>[]): void {
@@ -195,7 +262,7 @@ class MysqlWalker {
       for (const cte of withList as Obj[]) {
         const name = ((cte['name'] as Obj | undefined)?.['value'] ?? cte['name']) as unknown;
         if (typeof name !== 'string') throw rewriteFailed();
-        const key = unquote(name).toLowerCase();
+        const key = this.key(unquote(name));
         if (cte['recursive'] === true) frame.add(key);
         const stmt = cte['stmt'] as Obj | undefined;
         if (!stmt || typeof stmt !== 'object') throw rewriteFailed();
@@ -246,23 +313,33 @@ class MysqlWalker {
       if (!['db', 'table', 'as', 'join', 'on', 'using', 'schema'].includes(k) && v !== null && v !== undefined) throw violation(`table option ${k} is not supported`);
     }
     const dbRaw = item['db'] as string | null;
-    const table = unquote(item['table'] as string).toLowerCase();
-    const db = dbRaw === null || dbRaw === undefined ? null : unquote(dbRaw).toLowerCase();
+    const table = unquote(item['table'] as string);
+    const db = dbRaw === null || dbRaw === undefined ? null : unquote(dbRaw);
     const written = db === null ? table : `${db}.${table}`;
+    // system schemas first, in any letter case: no scope makes them readable
+    if (db !== null && isMysqlSystemSchema(db)) {
+      if (this.mode === 'verify') throw rewriteFailed();
+      throw new SqlPolicyError('scope_violation', `table "${written}" is in the system schema ${db} and cannot be read; ${this.readable()}`, { reason: 'system_catalog', table: written });
+    }
     if (this.mode === 'verify') {
-      // the verify pass sees only what the check pass wrote: CTE names and our own templates' tables
-      if (db === null && ctes.some((f) => f.has(table))) return item;
+      // the verify pass sees only what the check pass wrote: CTE names and our own templates' tables (exactly as written)
+      if (db === null && ctes.some((f) => f.has(this.key(table)))) return item;
       const phys = `select::${db ?? 'null'}::${table}`;
       if (!this.physical.has(phys)) throw rewriteFailed();
       return item;
     }
-    if (db === null && ctes.some((f) => f.has(table))) return item;
-    const entry = this.policy.allowed.get(written);
-    if (!entry) {
-      if (db !== null && MYSQL_SYSTEM_SCHEMAS.has(db)) {
-        throw new SqlPolicyError('scope_violation', `table "${written}" is in a system schema and cannot be read; ${this.readable()}`, { reason: 'system_catalog', table: written });
+    if (db === null && ctes.some((f) => f.has(this.key(table)))) return item;
+    let entry = this.lookup(written);
+    if (!entry && db !== null) {
+      // `shop.orders` for `read:orders`: the same table if the credential's database is shop
+      const bare = this.lookup(table);
+      if (bare && bare.schema === null) {
+        entry = bare;
+        this.assumedDatabases.add(db);
       }
-      throw new SqlPolicyError('scope_violation', `table "${written}" is not in this connection's scopes; ${this.readable()}`, { reason: 'table_not_in_scope', table: written });
+    }
+    if (!entry) {
+      throw new SqlPolicyError('scope_violation', `table "${written}" is not in this connection's scopes${this.policy.names === 'exact' ? ' (this server compares table names case-sensitively: write them exactly as scoped)' : ''}; ${this.readable()}`, { reason: 'table_not_in_scope', table: written });
     }
     const t = templateFor(entry);
     this.tables.add(entry.name);
@@ -328,11 +405,41 @@ function parseMysql(sql: string): Obj[] {
   try {
     ast = parser.astify(sql, OPT);
   } catch (err) {
-    const e = err as { message?: string; location?: { start?: { offset?: number } } };
-    const at = e.location?.start?.offset;
-    throw new SqlPolicyError('invalid_sql', `the statement does not parse as MySQL${at !== undefined ? ` (at character ${at + 1})` : ''}: ${(e.message ?? 'syntax error').slice(0, 200)}`, { reason: 'syntax_error' }, at);
+    throw parseFailure(sql, err);
   }
   return (Array.isArray(ast) ? ast : [ast]) as Obj[];
+}
+
+/**
+ * A parser failure as the agent should read it: where, and which construct (the words at that
+ * point) is not supported, never the grammar's list of expected tokens. The position is in
+ * `position` (the API adds "at character N" once).
+ */
+const CLAUSE_WORDS = new Set(['SELECT', 'FROM', 'WHERE', 'AND', 'OR', 'NOT', 'ON', 'BY', 'JOIN', 'AS', 'WITH', 'HAVING', 'LIMIT', 'OFFSET', 'UNION', 'ALL', 'DISTINCT', 'IN', 'IS', 'NULL', 'CASE', 'WHEN', 'THEN', 'ELSE', 'END', 'USING', 'LEFT', 'RIGHT', 'INNER', 'OUTER', 'CROSS', 'GROUP', 'ORDER']);
+
+function parseFailure(sql: string, err: unknown): SqlPolicyError {
+  const e = err as { location?: { start?: { offset?: number } } };
+  const at = typeof e.location?.start?.offset === 'number' ? Math.max(0, Math.min(sql.length, e.location.start.offset)) : undefined;
+  if (at === undefined) return new SqlPolicyError('invalid_sql', "the statement is not valid MySQL, or uses syntax svc's MySQL checker does not support; only a single SELECT (WITH, JOIN, subqueries, UNION, window functions) can run", { reason: 'syntax_error' });
+  const rest = sql.slice(at).trimStart();
+  if (rest === '') {
+    return new SqlPolicyError('invalid_sql', 'the statement ends unexpectedly (is a clause, a closing parenthesis or an operand missing?)', { reason: 'syntax_error' }, at);
+  }
+  // the construct: the keyword(s) or symbol where parsing stopped, e.g. `RETURNING`, `LATERAL (`, `::`
+  const words = /^([A-Za-z_][A-Za-z0-9_$]*(?:\s+[A-Za-z_][A-Za-z0-9_$]*)?|::|[^\sA-Za-z0-9_$]{1,3})/.exec(rest)?.[1] ?? rest.slice(0, 1);
+  // the word before is often the unsupported keyword, read as an alias (e.g. `TABLESAMPLE (`, `WINDOW w`)
+  const before = /([A-Za-z_][A-Za-z0-9_$]*)\s*$/.exec(sql.slice(0, at))?.[1] ?? '';
+  const prev = before && !CLAUSE_WORDS.has(before.toUpperCase()) ? before : '';
+  const construct = `${prev ? `${prev} ` : ''}${words}`.replace(/\s+/g, ' ').slice(0, 40);
+  const context = `${at > 30 ? '…' : ''}${sql.slice(Math.max(0, at - 30), at)}${sql.slice(at, at + 30)}${at + 30 < sql.length ? '…' : ''}`.replace(/\s+/g, ' ');
+  const first = /^\s*\(*\s*([A-Za-z]+)/.exec(sql)?.[1]?.toUpperCase();
+  const hint = first && first !== 'SELECT' && first !== 'WITH' ? ` (${first} statements are not supported: only a single SELECT can run)` : '';
+  return new SqlPolicyError(
+    'invalid_sql',
+    `the statement does not parse as MySQL near ${JSON.stringify(construct)} (in ${JSON.stringify(context)}): this construct is not supported by svc's MySQL checker, or is not valid MySQL here${hint}`,
+    { reason: 'syntax_error', construct },
+    at,
+  );
 }
 
 /** Check one MySQL statement against the policy and rewrite it to read only in-scope rows. */
@@ -344,7 +451,7 @@ export function checkMysql(sql: string, policy: MysqlPolicy): MysqlChecked {
   if (stmts.length !== 1) throw new SqlPolicyError('scope_violation', `exactly one statement can run per query; got ${stmts.length}`, { reason: 'multiple_statements' });
   const stmt = stmts[0] as Obj;
   const checker = new MysqlWalker(policy, 'check');
-  guard(() => checker.select(stmt, []));
+  guard(() => checker.statement(stmt));
   let out: string;
   try {
     out = parser.sqlify(stmt as unknown as Parameters<typeof parser.sqlify>[0], OPT);
@@ -361,14 +468,14 @@ export function checkMysql(sql: string, policy: MysqlPolicy): MysqlChecked {
   if (again.length !== 1) throw rewriteFailed();
   const verifier = new MysqlWalker(policy, 'verify');
   for (const p of checker.physical) verifier.physical.add(p);
-  guard(() => verifier.select(again[0], []));
+  guard(() => verifier.statement(again[0]));
   try {
     const white = [...checker.physical, ...[...checker.cteNames].map((c) => `select::null::${c}`)];
     parser.whiteListCheck(out, white.length ? white : ['select::null::dual'], { ...OPT, type: 'table' });
   } catch {
     throw rewriteFailed();
   }
-  return { sql: out, tables: [...checker.tables].sort() };
+  return { sql: out, tables: [...checker.tables].sort(), assumedDatabases: [...checker.assumedDatabases].sort() };
 }
 
 function guard<T>(f: () => T): T {

@@ -218,6 +218,16 @@ export class QueryDatabase {
       }
       if (err instanceof EmbeddedError) {
         if (err.sqlState === '42501' || err.sqlState === '25006') throw new ApiError('scope_violation', `the database refused the statement: ${err.message}`);
+        if (err.sqlState === '53200' || err.sqlState === '54000') {
+          this.failed = true; // a WASM heap that ran out is not trusted with the next query
+          // the engine could not build a value or row (e.g. repeat('x', 600000000)): the engine is
+          // fine, the statement asks for too much; nothing of it reached the control plane
+          throw new ApiError(
+            'invalid_sql',
+            `the statement needs more memory than the query engine has (${err.message}): a value or row too large to build; select fewer or shorter values (e.g. left(column, 1000))`,
+            { sqlstate: err.sqlState, reason: 'out_of_memory' },
+          );
+        }
         throw new ApiError('invalid_sql', `the database rejected the statement: ${err.message}`, { sqlstate: err.sqlState, ...(err.position !== undefined ? { position: err.position } : {}) });
       }
       throw err;

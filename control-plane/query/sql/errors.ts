@@ -12,7 +12,8 @@ export interface SqlPolicyErrorDetail {
    * `not_a_read`, `explain_analyze`, `table_not_in_scope`, `unknown_table`, `system_catalog`,
    * `schema_not_allowed`, `qualified_name`, `function_not_allowed`, `type_not_allowed`,
    * `operator_not_allowed`, `construct_not_allowed`, `writable_cte`, `select_into`,
-   * `locking_clause`, `tablesample_method`, `too_complex`, `rewrite_failed`.
+   * `locking_clause`, `tablesample_method`, `too_complex`, `unsupported` (invalid_sql: the rewriter
+   * cannot reproduce the statement faithfully, so it does not run).
    */
   readonly reason: string;
   /** the table name as the agent wrote it (schema-qualified when it was) */

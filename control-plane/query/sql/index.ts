@@ -26,6 +26,7 @@ import { loadModule, parseSync } from 'pgsql-parser';
 import { ALLOWED_EXPLAIN_OPTIONS } from './allowlists.js';
 import { deparser } from './deparse.js';
 import { SqlPolicyError, violation } from './errors.js';
+import { makeResolver as makeTableResolver } from './resolver.js';
 import {
   type Obj,
   quoteName,
@@ -104,6 +105,32 @@ interface RawStmt {
   stmt_len?: number;
 }
 
+/**
+ * Parse-tree limits, checked right after the (fast, C) parse and before the walker, rewrite and
+ * re-parse, whose cost grows with the tree: a statement over them is `invalid_sql`, reason
+ * `too_complex`. 10,000 nodes is about a 3,000-value IN list or 1,000 CTEs; typical analytic
+ * statements have a few hundred. 500 levels of nesting is far beyond any hand-written query.
+ */
+export const SQL_TREE_LIMITS = { maxNodes: 10_000, maxDepth: 500 } as const;
+
+function tooComplex(why: string): SqlPolicyError {
+  return new SqlPolicyError('invalid_sql', `the statement is too complex to check (${why}); split it into smaller queries or simplify it`, { reason: 'too_complex' });
+}
+
+/** Counts the tree iteratively (no recursion, so a deep tree cannot overflow here). */
+function assertTreeWithinLimits(root: unknown): void {
+  let nodes = 0;
+  const stack: [unknown, number][] = [[root, 0]];
+  while (stack.length > 0) {
+    const [value, depth] = stack.pop() as [unknown, number];
+    if (value === null || typeof value !== 'object') continue;
+    if (++nodes > SQL_TREE_LIMITS.maxNodes) throw tooComplex(`more than ${SQL_TREE_LIMITS.maxNodes} syntax nodes`);
+    if (depth > SQL_TREE_LIMITS.maxDepth) throw tooComplex(`nested more than ${SQL_TREE_LIMITS.maxDepth} levels deep`);
+    if (Array.isArray(value)) for (const v of value) stack.push([v, depth + 1]);
+    else for (const v of Object.values(value as Record<string, unknown>)) stack.push([v, depth + 1]);
+  }
+}
+
 function parse(sql: string): RawStmt[] {
   const result = parseSync(sql) as unknown as { stmts?: RawStmt[] };
   return result.stmts ?? [];
@@ -179,60 +206,8 @@ function trustedSelect(text: string, entry: ScopedTable): Obj {
 // ---------------------------------------------------------------------------------------------
 // resolving table names
 
-const SYSTEM_SCHEMAS = new Set(['pg_catalog', 'information_schema', 'pg_toast']);
-
-function makeResolver(policy: SqlPolicy): Resolver {
-  const readable = (): string => {
-    const names = [...policy.allowed.keys()].sort();
-    return names.length ? `readable tables: ${names.join(', ')}` : 'this connection cannot read any table';
-  };
-  const known = (n: string): boolean => policy.known.includes(n);
-  const found = (key: string): { template: Template; name: string } | undefined => {
-    const entry = policy.allowed.get(key);
-    return entry ? { template: templateFor(entry), name: entry.name } : undefined;
-  };
-
-  return {
-    resolve(rv: Obj) {
-      const catalog = rv['catalogname'] as string | undefined;
-      const schema = rv['schemaname'] as string | undefined;
-      const rel = rv['relname'] as string;
-      const written = [catalog, schema, rel].filter((p) => p !== undefined).join('.');
-      const detail = { table: written };
-
-      if (catalog !== undefined) {
-        throw violation(`table "${written}": database-qualified names are not allowed; ${readable()}`, { reason: 'qualified_name', ...detail });
-      }
-      if (schema !== undefined) {
-        const hit = found(`${schema}.${rel}`) ?? (policy.schemas.includes(schema) ? found(rel) : undefined);
-        if (hit) return hit;
-        if (SYSTEM_SCHEMAS.has(schema) || schema.startsWith('pg_')) {
-          throw violation(`table "${written}" is a system catalog and cannot be read; ${readable()}`, { reason: 'system_catalog', ...detail });
-        }
-        if (!policy.schemas.includes(schema)) {
-          const allowedSchemas = policy.schemas.length ? `tables can be qualified only with ${policy.schemas.join(', ')}` : 'use unqualified table names';
-          throw violation(`table "${written}" is not in this connection's scopes: schema "${schema}" is not readable here (${allowedSchemas}); ${readable()}`, {
-            reason: 'schema_not_allowed',
-            ...detail,
-          });
-        }
-        if (known(rel) || known(`${schema}.${rel}`)) {
-          throw violation(`table "${written}" is not in this connection's scopes; ${readable()}`, { reason: 'table_not_in_scope', ...detail });
-        }
-        throw violation(`table "${written}" does not exist in this target; ${readable()}`, { reason: 'unknown_table', ...detail });
-      }
-      const hit = found(rel);
-      if (hit) return hit;
-      if (rel.startsWith('pg_')) {
-        throw violation(`table "${written}" is a system catalog and cannot be read; ${readable()}`, { reason: 'system_catalog', ...detail });
-      }
-      if (known(rel)) {
-        throw violation(`table "${written}" is not in this connection's scopes; ${readable()}`, { reason: 'table_not_in_scope', ...detail });
-      }
-      throw violation(`table "${written}" does not exist in this target; ${readable()}`, { reason: 'unknown_table', ...detail });
-    },
-  };
-}
+// system schemas are refused before the allowed tables are looked up (see resolver.ts)
+const makeResolver = (policy: SqlPolicy): Resolver => makeTableResolver(policy, templateFor);
 
 // ---------------------------------------------------------------------------------------------
 // the statement
@@ -300,17 +275,21 @@ function parseAgentSql(sql: string): RawStmt[] {
   const nul = sql.indexOf('\u0000');
   if (nul >= 0) throw new SqlPolicyError('invalid_sql', 'the statement contains a NUL character', { reason: 'syntax_error' }, nul);
   if (sql.trim() === '') throw new SqlPolicyError('invalid_sql', 'the statement is empty', { reason: 'empty_statement' });
+  let stmts: RawStmt[];
   try {
-    return parse(sql);
+    stmts = parse(sql);
   } catch (err) {
     const e = err as { message?: string; sqlDetails?: { cursorPosition?: number } };
-    const pos = e.sqlDetails?.cursorPosition;
     const message = e.message ?? 'syntax error';
+    // the parser's own limits, or the JavaScript stack while its output is read
+    if (err instanceof RangeError || /memory exhausted|stack depth|call stack/i.test(message)) throw tooComplex('nested too deeply for the parser');
+    const pos = e.sqlDetails?.cursorPosition;
     const position = typeof pos === 'number' && pos >= 0 ? utf16Offset(sql, pos) : undefined;
-    const at = position === undefined ? '' : ` (at character ${position + 1})`;
-    const reason = /memory exhausted|stack depth/i.test(message) ? 'too_complex' : 'syntax_error';
-    throw new SqlPolicyError('invalid_sql', `${message}${at}`, { reason }, position);
+    // the position is added to the message once, where the error becomes an API answer
+    throw new SqlPolicyError('invalid_sql', message, { reason: 'syntax_error' }, position);
   }
+  assertTreeWithinLimits(stmts);
+  return stmts;
 }
 
 /** the parser counts characters (code points); JavaScript strings count UTF-16 units */

@@ -172,8 +172,13 @@ export interface Resolver {
 }
 
 interface Scope {
-  readonly names: ReadonlySet<string>;
+  readonly names: { has(name: string): boolean };
   readonly parent: Scope | null;
+}
+
+/** The first `count` names of a WITH list, without copying them (a copy per CTE was quadratic). */
+function firstNames(index: ReadonlyMap<string, number>, count: number): { has(name: string): boolean } {
+  return { has: (name) => (index.get(name) ?? Infinity) < count };
 }
 
 function inScope(scope: Scope | null, name: string): boolean {
@@ -199,7 +204,18 @@ export class Walker {
 
   /** walk a top-level SelectStmt body (no enclosing scope) */
   select(sel: Obj): void {
-    this.visitStruct('SelectStmt', sel, null);
+    if (this.mode === 'check') {
+      this.visitStruct('SelectStmt', sel, null);
+      return;
+    }
+    // verify: the agent's statement already passed the check; any refusal here means the rewrite
+    // did not come back as checked, which is the rewriter's limitation (still refused, never run)
+    try {
+      this.visitStruct('SelectStmt', sel, null);
+    } catch (err) {
+      if (err instanceof SqlPolicyError && err.code === 'scope_violation') throw rewriteFailed();
+      throw err;
+    }
   }
 
   // -------------------------------------------------------------------------------------------
@@ -349,11 +365,15 @@ export class Walker {
       bodies.push(cte as Obj);
     }
     const all: Scope = { names: new Set(names), parent: outer };
+    const firstIndex = new Map<string, number>();
+    names.forEach((n, i) => {
+      if (!firstIndex.has(n)) firstIndex.set(n, i);
+    });
     for (let i = 0; i < bodies.length; i++) {
       const cte = bodies[i] as Obj;
       // WITH RECURSIVE: every CTE of the list is visible in every body (PostgreSQL reorders
       // forward references); plain WITH: only the CTEs defined before this one.
-      const bodyScope: Scope = recursive ? all : { names: new Set(names.slice(0, i)), parent: outer };
+      const bodyScope: Scope = recursive ? all : { names: firstNames(firstIndex, i), parent: outer };
       this.cte(cte, bodyScope, names[i] as string);
     }
     return all;
@@ -608,10 +628,17 @@ function unsupported(what: string): SqlPolicyError {
   });
 }
 
+/**
+ * The rewriter could not reproduce a statement it had accepted (deparse → parse → verify did not
+ * give back what was checked). The statement is refused, never run altered; it is the checker's
+ * limitation, not a scope violation: `400 invalid_sql` with reason `unsupported`.
+ */
 export function rewriteFailed(): SqlPolicyError {
-  return violation('the statement could not be rewritten safely to apply the connection scopes; simplify it (e.g. avoid unusual syntax) and try again', {
-    reason: 'rewrite_failed',
-  });
+  return new SqlPolicyError(
+    'invalid_sql',
+    "this statement uses syntax that svc's scope rewriter cannot reproduce faithfully, so it is not supported (nothing ran); write the expression another way, e.g. move a subscript or field access on a parenthesised ARRAY[…]/ROW(…) expression into a subquery or CTE",
+    { reason: 'unsupported', construct: 'rewrite' },
+  );
 }
 
 export function quoteName(s: string): string {

@@ -25,7 +25,7 @@ export interface Provider {
   close(): Promise<void>;
 }
 
-export type Handler = (req: Seen, res: http.ServerResponse) => void | Promise<void>;
+export type Handler = (req: Seen, res: http.ServerResponse) => unknown;
 
 export async function provider(handler: Handler, tls?: { key: string; cert: string }): Promise<Provider> {
   const seen: Seen[] = [];
@@ -89,7 +89,7 @@ export async function query(c: LiveConnector, scopes: string[], sql: string, o: 
   await initSqlParser();
   const t = target(c.targetId);
   const parsed = parseScopes(t, scopes);
-  const q = c.prepare(sql, parsed, t);
+  const q = await c.prepare(sql, parsed, t);
   const ctx: LiveRunContext = {
     orgId: 'org_test',
     connectionId: 'con_test',

@@ -1,0 +1,37 @@
+/**
+ * Issue #12 point 1 on the REST / file targets: their statements run on embedded engines (PGlite
+ * in worker threads). A 600 MB value cannot be built there: the answer is a coded
+ * `400 invalid_sql` (reason `out_of_memory`, saying what to do), the process stays up, the engine
+ * is replaced, and the next query works. Uses the real engine pool, no HTTP API.
+ */
+import t from 'tap';
+import { EnginePool, QueryDatabase, querySchema } from '../../../control-plane/live/rest/engine.js';
+import { ApiError } from '../../../control-plane/errors.js';
+
+t.test('a 600 MB value on the embedded engine is a coded refusal, and the engine pool serves on', async (t) => {
+  const pool = new EnginePool(1);
+  t.teardown(() => pool.close());
+  const signal = new AbortController().signal;
+  const db = await QueryDatabase.open(pool, signal, querySchema());
+  let caught: unknown;
+  try {
+    await db.read("SELECT repeat('x', 600000000) AS v", true, 100, 1_000_000, signal);
+  } catch (err) {
+    caught = err;
+  } finally {
+    await db.close();
+  }
+  t.ok(caught instanceof ApiError, `a coded error: ${String(caught)}`);
+  const e = caught as ApiError;
+  t.equal(e.code, 'invalid_sql');
+  t.equal(e.details?.['reason'], 'out_of_memory');
+  t.match(e.message, /left\(column/);
+
+  const again = await QueryDatabase.open(pool, signal, querySchema());
+  try {
+    const r = await again.read('SELECT 1 AS one', true, 100, 1_000_000, signal);
+    t.same(r.rows, [{ one: 1 }], 'the next query runs');
+  } finally {
+    await again.close();
+  }
+});
