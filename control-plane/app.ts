@@ -164,7 +164,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     live,
     credentials: new CredentialStore(store, keyRing, live.kinds),
     shutdown: shutdownController.signal,
-    running: new RunningQueries(),
+    // revocations made on other replicas (or of agent keys, by the dashboard) are read from the store
+    running: new RunningQueries(store),
   };
   // after a master-key rotation (or from the older unbound format), stored credentials and the relay CA's key move to
   // the current key before anything reads them, so a previous key can be dropped at the next restart
@@ -251,6 +252,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
 
   app.addHook('onClose', async () => {
     clearInterval(sweeper);
+    services.running.close();
     shutdownController.abort(); // live statements still running after the drain are cancelled at their source
     await listener?.close();
     const engine = await demoStarted?.catch(() => undefined);

@@ -21,7 +21,7 @@ import { ApiError, isApiError } from '../errors.js';
 import type { Store } from '../store/index.js';
 import { periodPredicate, SqlPolicyError, type ScopedTable, type SqlPolicy } from './sql/index.js';
 import { checkAndRewriteAsync } from './sql/offload.js';
-import { RunningQueries, type RunningQuery } from './running.js';
+import { RunningQueries, stoppedError, type RunningQuery, type StopCause } from './running.js';
 
 export interface QueryDeps {
   readonly store: Store;
@@ -137,14 +137,24 @@ function untilStopped<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
 /** used when the caller keeps no registry (expiry still stops the statement) */
 const fallbackRunning = new RunningQueries();
 
-/** The connection's refusal when it can no longer be used, else undefined. */
-function unusable(c: ConnectionRow): ApiError | undefined {
-  try {
-    assertUsable(c);
-    return undefined;
-  } catch (err) {
-    return isApiError(err) ? err : undefined;
-  }
+/**
+ * Why a query that ran can no longer be answered with its rows: its connection was revoked or
+ * expired, the agent key that sent it was revoked, or the connection's relay was deleted (read
+ * under the connection's row lock at settlement).
+ */
+function stopCause(now: SettleRow | undefined): StopCause | undefined {
+  if (!now || now.revoked_at) return 'revoked';
+  if (new Date(now.expires_at).getTime() <= Date.now()) return 'expired';
+  if (now.key_revoked) return 'key_revoked';
+  if (now.relay_revoked) return 'relay_deleted';
+  return undefined;
+}
+
+interface SettleRow {
+  readonly revoked_at: Date | string | null;
+  readonly expires_at: Date | string;
+  readonly key_revoked: boolean | null;
+  readonly relay_revoked: boolean | null;
 }
 
 function translate(err: unknown): ApiError {
@@ -168,7 +178,7 @@ function translate(err: unknown): ApiError {
   return new ApiError('internal_error', 'the query failed unexpectedly');
 }
 
-export async function runQuery(deps: QueryDeps, orgId: string, connectionId: string, sqlText: string, caller: { address?: string } = {}): Promise<QueryResponse> {
+export async function runQuery(deps: QueryDeps, orgId: string, connectionId: string, sqlText: string, caller: { address?: string; keyId?: string } = {}): Promise<QueryResponse> {
   const started = Date.now();
   const conn: ConnectionRow = await getConnection(deps.store, orgId, connectionId);
   const base = { type: 'query', org_id: orgId, ...auditedSql('sql', sqlText) };
@@ -229,137 +239,147 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
   }
 
   // from here the statement can be stopped by revocation, expiry or relay deletion
-  const running: RunningQuery = (deps.running ?? fallbackRunning).start(conn.id, { expiresAt: new Date(conn.expires_at), relayId: scopes.relay });
-  const stopped = (): ApiError | undefined => running.reason();
-  let result;
+  const running: RunningQuery = (deps.running ?? fallbackRunning).start(conn.id, { expiresAt: new Date(conn.expires_at), relayId: scopes.relay, keyId: caller.keyId });
   try {
-    if (stopped()) throw stopped();
-    if (connector && prepared) result = await runOnLive(connector, prepared);
-    else if (target.id === 'postgres-relay') {
-      result = await runOnRelay(
-        deps.tunnels,
-        scopes.relay as string,
-        checked.sql,
-        {
-          timeoutMs: deps.limits.queryTimeoutMs,
-          maxRows: deps.limits.maxRows,
-          maxBytes: reservation.maxBytes,
-        },
-        running.signal,
-      );
-    } else result = await untilStopped(runOnDemo(), running.signal);
-  } catch (err) {
-    running.done();
-    const why = stopped();
-    if (why) {
-      // revoked, expired or its relay deleted while it ran: nothing is returned or charged
-      await deps.store.tx((sql) => refund(sql, reservation));
-      return fail(why, { tables: checked.tables, ...auditedSql('sql_executed', checked.sql), outcome: 'error' });
-    }
-    if ((err instanceof DemoQueryError && err.code === 'DEMO_ERR_TIMEOUT' && err.started) || (isApiError(err) && err.code === 'query_timeout')) {
-      // it held an engine until its deadline: charged the query price, no egress
-      const costNc = await deps.store.tx((sql) => settle(sql, reservation, 0));
-      return fail(err, { tables: checked.tables, ...auditedSql('sql_executed', checked.sql), cost_cents: centsFromNc(costNc), billed_to: reservation.payer });
-    }
-    await deps.store.tx((sql) => refund(sql, reservation));
-    return fail(err, { tables: checked.tables, ...auditedSql('sql_executed', checked.sql) });
-  }
-
-  async function runOnLive(c: LiveConnector, q: PreparedLiveQuery): Promise<Awaited<ReturnType<LiveConnector['run']>>> {
-    // opened only now, for this statement; never logged, never in an error or audit event
-    const credential = await deps.credentials.resolve(orgId, c.credentialKind);
-    const deadline = new AbortController();
-    const timer = setTimeout(() => deadline.abort(new Error('deadline')), deps.limits.queryTimeoutMs + 1000);
-    const signal = AbortSignal.any([deadline.signal, running.signal, ...(deps.shutdown ? [deps.shutdown] : [])]);
+    const stopped = (): ApiError | undefined => running.reason();
+    let result;
     try {
-      return await c.run(q, {
-        orgId,
-        connectionId: conn.id,
-        scopes,
-        credential,
-        limits: { timeoutMs: deps.limits.queryTimeoutMs, maxRows: deps.limits.maxRows, maxBytes: reservation.maxBytes },
-        signal,
-      });
+      if (stopped()) throw stopped();
+      if (connector && prepared) result = await runOnLive(connector, prepared);
+      else if (target.id === 'postgres-relay') {
+        result = await runOnRelay(
+          deps.tunnels,
+          scopes.relay as string,
+          checked.sql,
+          {
+            timeoutMs: deps.limits.queryTimeoutMs,
+            maxRows: deps.limits.maxRows,
+            maxBytes: reservation.maxBytes,
+          },
+          running.signal,
+        );
+      } else result = await untilStopped(runOnDemo(), running.signal);
     } catch (err) {
-      // defence in depth: whatever a connector says, the credential does not leave in it
-      if (!isApiError(err)) throw err;
-      const clean = (text: string): string => scrub(text, credential.secret);
-      const details = err.details ? (JSON.parse(clean(JSON.stringify(err.details))) as Record<string, unknown>) : undefined;
-      throw new ApiError(err.code, clean(err.message), details, err.headers);
-    } finally {
-      clearTimeout(timer);
+      const why = stopped();
+      if (why) {
+        // revoked, expired or its relay deleted while it ran: nothing is returned or charged
+        await deps.store.tx((sql) => refund(sql, reservation));
+        return fail(why, { tables: checked.tables, ...auditedSql('sql_executed', checked.sql), outcome: 'error' });
+      }
+      if ((err instanceof DemoQueryError && err.code === 'DEMO_ERR_TIMEOUT' && err.started) || (isApiError(err) && err.code === 'query_timeout')) {
+        // it held an engine until its deadline: charged the query price, no egress
+        const costNc = await deps.store.tx((sql) => settle(sql, reservation, 0));
+        return fail(err, { tables: checked.tables, ...auditedSql('sql_executed', checked.sql), cost_cents: centsFromNc(costNc), billed_to: reservation.payer });
+      }
+      await deps.store.tx((sql) => refund(sql, reservation));
+      return fail(err, { tables: checked.tables, ...auditedSql('sql_executed', checked.sql) });
     }
-  }
 
-  async function runOnDemo(): Promise<Awaited<ReturnType<DemoEngine['run']>>> {
-    const engine = await deps.demo().catch(() => {
-      throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo datasets could not be loaded');
+    async function runOnLive(c: LiveConnector, q: PreparedLiveQuery): Promise<Awaited<ReturnType<LiveConnector['run']>>> {
+      // opened only now, for this statement; never logged, never in an error or audit event
+      const credential = await deps.credentials.resolve(orgId, c.credentialKind);
+      const deadline = new AbortController();
+      const timer = setTimeout(() => deadline.abort(new Error('deadline')), deps.limits.queryTimeoutMs + 1000);
+      const signal = AbortSignal.any([deadline.signal, running.signal, ...(deps.shutdown ? [deps.shutdown] : [])]);
+      try {
+        return await c.run(q, {
+          orgId,
+          connectionId: conn.id,
+          scopes,
+          credential,
+          limits: { timeoutMs: deps.limits.queryTimeoutMs, maxRows: deps.limits.maxRows, maxBytes: reservation.maxBytes },
+          signal,
+        });
+      } catch (err) {
+        // defence in depth: whatever a connector says, the credential does not leave in it
+        if (!isApiError(err)) throw err;
+        const clean = (text: string): string => scrub(text, credential.secret);
+        const details = err.details ? (JSON.parse(clean(JSON.stringify(err.details))) as Record<string, unknown>) : undefined;
+        throw new ApiError(err.code, clean(err.message), details, err.headers);
+      } finally {
+        clearTimeout(timer);
+      }
+    }
+
+    async function runOnDemo(): Promise<Awaited<ReturnType<DemoEngine['run']>>> {
+      const engine = await deps.demo().catch(() => {
+        throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo datasets could not be loaded');
+      });
+      return engine.run({
+        sql: checked.sql,
+        direct: checked.kind === 'explain',
+        settings: scopeSettings([...(policy?.allowed.values() ?? [])], scopes.periods),
+        tenant: orgId,
+        timeoutMs: deps.limits.queryTimeoutMs,
+        maxRows: deps.limits.maxRows,
+        maxBytes: reservation.maxBytes,
+        signal: running.signal,
+        trial: reservation.payer === 'trial',
+        ...(caller.address ? { address: caller.address } : {}),
+      });
+    }
+
+    // stopped after its rows arrived: the connection's state decides, under its row lock, below
+
+    // cut short by what is left of the trial's egress allowance, not by the response caps
+    const trialCut = result.truncated && reservation.maxBytes < deps.limits.maxResultBytes && result.rows.length < deps.limits.maxRows;
+    const settled = await deps.store.tx(async (sql) => {
+      // the connection row is locked, so a revocation commits either before this (and the result is
+      // refused) or after it (and this query is in the chain before connection.revoked)
+      const [now] = await sql.query<SettleRow>(
+        `SELECT c.revoked_at, c.expires_at,
+                (SELECT k.revoked_at IS NOT NULL FROM agent_keys k WHERE k.id = $2) AS key_revoked,
+                (SELECT r.revoked_at IS NOT NULL FROM relays r WHERE r.id = $3) AS relay_revoked
+           FROM connections c WHERE c.id = $1 FOR UPDATE OF c`,
+        [conn.id, caller.keyId ?? null, scopes.relay ?? null],
+      );
+      const cause = stopCause(now);
+      const gone = stopped() ?? (cause ? stoppedError(conn.id, cause, scopes.relay) : undefined);
+      if (gone) return { gone };
+      const costNc = await settle(sql, reservation, result.bytes);
+      await sql.query('UPDATE connections SET queries = queries + 1, bytes_egressed = bytes_egressed + $2, last_query_at = $3 WHERE id = $1', [
+        conn.id,
+        result.bytes,
+        new Date().toISOString(),
+      ]);
+      const event = await appendEvent(sql, conn.id, {
+        ...base,
+        outcome: 'ok',
+        error_code: null,
+        ...auditedSql('sql_executed', checked.sql),
+        tables: checked.tables,
+        row_filters: applied.row_filters,
+        row_count: result.rows.length,
+        truncated: result.truncated,
+        ...(trialCut ? { truncated_reason: 'trial_egress' } : {}),
+        bytes_egressed: result.bytes,
+        cost_cents: centsFromNc(costNc),
+        billed_to: reservation.payer,
+        duration_ms: Date.now() - started,
+      });
+      return { event, costNc };
     });
-    return engine.run({
-      sql: checked.sql,
-      direct: checked.kind === 'explain',
-      settings: scopeSettings([...(policy?.allowed.values() ?? [])], scopes.periods),
-      tenant: orgId,
-      timeoutMs: deps.limits.queryTimeoutMs,
-      maxRows: deps.limits.maxRows,
-      maxBytes: reservation.maxBytes,
-      signal: running.signal,
-      trial: reservation.payer === 'trial',
-      ...(caller.address ? { address: caller.address } : {}),
-    });
-  }
+    if ('gone' in settled) {
+      await deps.store.tx((sql) => refund(sql, reservation));
+      return fail(settled.gone, { tables: checked.tables, ...auditedSql('sql_executed', checked.sql), outcome: 'error' });
+    }
+    const { event, costNc } = settled;
 
-  running.done();
-  // stopped after its rows arrived: the connection's state decides, under its row lock, below
-
-  // cut short by what is left of the trial's egress allowance, not by the response caps
-  const trialCut = result.truncated && reservation.maxBytes < deps.limits.maxResultBytes && result.rows.length < deps.limits.maxRows;
-  const settled = await deps.store.tx(async (sql) => {
-    // the connection row is locked, so a revocation commits either before this (and the result is
-    // refused) or after it (and this query is in the chain before connection.revoked)
-    const [now] = await sql.query<ConnectionRow>('SELECT * FROM connections WHERE id = $1 FOR UPDATE', [conn.id]);
-    const gone = stopped() ?? (now ? unusable(now) : undefined);
-    if (gone) return { gone };
-    const costNc = await settle(sql, reservation, result.bytes);
-    await sql.query('UPDATE connections SET queries = queries + 1, bytes_egressed = bytes_egressed + $2, last_query_at = $3 WHERE id = $1', [
-      conn.id,
-      result.bytes,
-      new Date().toISOString(),
-    ]);
-    const event = await appendEvent(sql, conn.id, {
-      ...base,
-      outcome: 'ok',
-      error_code: null,
-      ...auditedSql('sql_executed', checked.sql),
-      tables: checked.tables,
-      row_filters: applied.row_filters,
+    return {
+      rows: result.rows,
+      columns: result.columns.map((c: ColumnInfo) => ({ name: c.name, type_oid: c.type_oid })),
       row_count: result.rows.length,
       truncated: result.truncated,
-      ...(trialCut ? { truncated_reason: 'trial_egress' } : {}),
-      bytes_egressed: result.bytes,
+      ...(trialCut ? { truncated_reason: 'trial_egress' as const } : {}),
       cost_cents: centsFromNc(costNc),
+      bytes_egressed: result.bytes,
       billed_to: reservation.payer,
+      audit_event_id: event.id,
+      scope_applied: applied,
       duration_ms: Date.now() - started,
-    });
-    return { event, costNc };
-  });
-  if ('gone' in settled) {
-    await deps.store.tx((sql) => refund(sql, reservation));
-    return fail(settled.gone, { tables: checked.tables, ...auditedSql('sql_executed', checked.sql), outcome: 'error' });
+    };
+  } finally {
+    // answered (rows or an error): a revoke that stopped it may answer now
+    running.done();
   }
-  const { event, costNc } = settled;
-
-  return {
-    rows: result.rows,
-    columns: result.columns.map((c: ColumnInfo) => ({ name: c.name, type_oid: c.type_oid })),
-    row_count: result.rows.length,
-    truncated: result.truncated,
-    ...(trialCut ? { truncated_reason: 'trial_egress' as const } : {}),
-    cost_cents: centsFromNc(costNc),
-    bytes_egressed: result.bytes,
-    billed_to: reservation.payer,
-    audit_event_id: event.id,
-    scope_applied: applied,
-    duration_ms: Date.now() - started,
-  };
 }

@@ -70,8 +70,8 @@ export function connectionRoutes(app: App, s: Services): void {
     async (req) => {
       const p = principalOf(req);
       const revoked = await revokeConnection(s.store, p.orgId, req.params.connection_id, p.keyId);
-      // committed: the connection's running statements stop now, before this answer leaves
-      s.running.revoke(revoked.id);
+      // committed: the connection's running statements stop now, and answer before this does
+      await s.running.revoke(revoked.id);
       return connectionRecord(revoked);
     },
   );
@@ -91,7 +91,7 @@ export function connectionRoutes(app: App, s: Services): void {
       const { orgId, keyId } = principalOf(req);
       refusals.check(keyId);
       try {
-        return await s.track(() => runQuery(queryDeps(s), orgId, req.params.connection_id, req.body.sql, { address: req.ip }));
+        return await s.track(() => runQuery(queryDeps(s), orgId, req.params.connection_id, req.body.sql, { address: req.ip, keyId }));
       } catch (err) {
         if (isApiError(err) && (err.code === 'invalid_sql' || err.code === 'scope_violation')) refusals.charge(keyId);
         throw err;

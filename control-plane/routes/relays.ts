@@ -86,8 +86,10 @@ export function relayRoutes(app: App, s: Services, ca: () => Promise<RelayCa>, o
     async (req) => {
       const orgId = principalOf(req).orgId;
       await deleteRelay(s.store, orgId, req.params.relay_id);
-      s.running.relayDeleted(req.params.relay_id);
-      s.tunnels.disconnect(req.params.relay_id, 'relay_revoked'); // its live tunnel closes at once
+      // its connections' running statements are stopped (and answer before this does), its live tunnel closes at once
+      const stopping = s.running.relayDeleted(req.params.relay_id);
+      s.tunnels.disconnect(req.params.relay_id, 'relay_revoked');
+      await stopping;
       return getRelay(s.store, orgId, req.params.relay_id);
     },
   );
