@@ -89,6 +89,43 @@ t.test('hostile statements are refused', async (t) => {
   }
 });
 
+t.test('literals the parser reads differently from the server are refused: no SQL is smuggled through a rewritten escape', async (t) => {
+  // node-sql-parser decodes \uXXXX (and \f) inside literals; MySQL/MariaDB read them as the letters.
+  // Written back, \u0027 became a real quote and \u002f*! an executable comment the server ran.
+  const smuggled: [string, RegExp][] = [
+    [String.raw`SELECT 'a\u0027 \u002f*! , (SELECT group_concat(id) FROM secrets) AS other */ -- ' AS b FROM orders`, /read differently by the server/],
+    [String.raw`SELECT 'x\u005c' AS b, 'y' AS c FROM orders`, /read differently by the server/],
+    [String.raw`SELECT '\u0041' AS a FROM orders`, /read differently by the server/],
+    [String.raw`SELECT '\f' AS a FROM orders`, /read differently by the server/],
+    [String.raw`SELECT "q\u0022 , (SELECT 1 FROM secrets) AS x -- " AS b FROM orders`, /read differently by the server/],
+  ];
+  for (const [sql, message] of smuggled) {
+    const r = refused(sql);
+    t.equal(r.code, 'invalid_sql', `${sql}: invalid_sql`);
+    t.equal(r.reason, 'unsupported', `${sql}: unsupported`);
+    t.match(r.message, message);
+  }
+  for (const sql of ['SELECT 1 /*M! , (SELECT 1 FROM secrets) */ AS x FROM orders', 'SELECT 1 /*m!100000 , 2 */ AS x FROM orders']) {
+    t.equal(refused(sql).code, 'scope_violation', `MariaDB executable comment: ${sql}`);
+  }
+  // escapes both read the same way are fine
+  const fine = checkMysql(String.raw`SELECT 'it\'s' AS a, 'a''b' AS b, "d\"q" AS c, 'x\\y' AS d, 'n\nl' AS e, 'p\%' AS f FROM orders WHERE 'x' = 'x'`, policy);
+  t.match(fine.sql, /'it\\'s'/);
+  const filtered = checkMysql("SELECT name FROM customers WHERE name = 'bob'", policy);
+  t.match(filtered.sql, /X'6f27627269656e'/, "the scope's own filter literal is allowed");
+});
+
+t.test('the server lexer: literals as MySQL decodes them, comments as MySQL sees them', async (t) => {
+  const { lexMysql } = await import('../../control-plane/live/mysql/lexer.js');
+  t.same(lexMysql(String.raw`SELECT 'a\u0027', 'it\'s', 'a''b', "d""q", 'x\\y', '\%\_', '\0\Z'`).literals, ['au0027', "it's", "a'b", 'd"q', 'x\\y', '\\%\\_', '\u0000\u001a']);
+  t.equal(lexMysql('SELECT 1 -- x').comments, 1);
+  t.equal(lexMysql('SELECT 1--1').comments, 0, '-- without a space is two minus signs');
+  t.equal(lexMysql("SELECT '-- not a comment', `#x` # yes").comments, 1);
+  t.equal(lexMysql('SELECT /*! 1 */ 2 /*M! 3 */').comments, 2);
+  t.equal(lexMysql("SELECT 'open").unterminated, true);
+  t.equal(lexMysql('SELECT /* open').unterminated, true);
+});
+
 t.test('scopes: read:* and system schemas are refused; unqualified and qualified names resolve', async (t) => {
   t.throws(() => mysqlPolicy({ ...scopes([]), read: 'all' }), { code: 'invalid_scope' });
   t.throws(() => mysqlPolicy(scopes(['mysql.user'])), { code: 'invalid_scope' });

@@ -92,6 +92,10 @@ if (!(await mariadbAnswers())) {
       ['SELECT @x := 1', 403],
       ['SELECT * FROM orders /*! UNION SELECT * FROM secrets */', 403],
       ["SELECT 'x\\' UNION SELECT value FROM secrets -- ' AS a FROM orders", 200],
+      // the checker's parser decodes \u0027 to a quote and \u002f to a slash; the server does not
+      [String.raw`SELECT 'a\u0027 \u002f*! , (SELECT group_concat(value) FROM secrets) AS other */ -- ' AS b FROM orders`, 400],
+      [String.raw`SELECT 'x\u005c' AS b, ' AS c FROM secrets -- ' AS d FROM orders`, 400],
+      ['SELECT 1 AS x /*M! , (SELECT value FROM secrets) */ FROM orders', 403],
       ['DELETE FROM orders', 403],
       ['SELECT nope FROM orders', 400],
     ];

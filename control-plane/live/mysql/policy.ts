@@ -21,6 +21,7 @@
 import nodeSqlParser from 'node-sql-parser';
 import type { ParsedScopes } from '../../catalogue/index.js';
 import { ApiError } from '../../errors.js';
+import { lexMysql } from './lexer.js';
 import { SqlPolicyError, type SqlPolicyErrorDetail } from '../../query/sql/index.js';
 
 const { Parser } = nodeSqlParser;
@@ -446,7 +447,7 @@ function parseFailure(sql: string, err: unknown): SqlPolicyError {
 export function checkMysql(sql: string, policy: MysqlPolicy): MysqlChecked {
   // executable comments and optimizer hints would be gone from what runs; refuse them so the
   // agent is never surprised, and so that nothing depends on how a comment is lexed
-  if (/\/\*[!+]/.test(sql)) throw violation('executable comments and optimizer hints (/*! … */, /*+ … */) are not allowed', { construct: 'executable comment' });
+  if (/\/\*(?:[!+]|M!)/i.test(sql)) throw violation('executable comments and optimizer hints (/*! … */, /*M! … */, /*+ … */) are not allowed', { construct: 'executable comment' });
   const stmts = parseMysql(sql);
   if (stmts.length !== 1) throw new SqlPolicyError('scope_violation', `exactly one statement can run per query; got ${stmts.length}`, { reason: 'multiple_statements' });
   const stmt = stmts[0] as Obj;
@@ -458,6 +459,7 @@ export function checkMysql(sql: string, policy: MysqlPolicy): MysqlChecked {
   } catch {
     throw rewriteFailed();
   }
+  assertServerReadsAsChecked(sql, out, policy);
   // verify what runs: one SELECT, the same checks, and only our own physical tables and CTEs
   let again: Obj[];
   try {
@@ -476,6 +478,34 @@ export function checkMysql(sql: string, policy: MysqlPolicy): MysqlChecked {
     throw rewriteFailed();
   }
   return { sql: out, tables: [...checker.tables].sort(), assumedDatabases: [...checker.assumedDatabases].sort() };
+}
+
+/**
+ * The rewritten text is what the server runs, so it must mean to the server what the checker
+ * checked: lexed as the server lexes it (lexer.ts), it holds no comment, and each of its string
+ * literals is one the agent wrote (as the server decodes it) or a scope filter's own value. The
+ * parser decodes some escapes the server does not (`\u0027` becomes a quote), which would
+ * otherwise turn a literal into SQL the checker never saw.
+ */
+function assertServerReadsAsChecked(input: string, out: string, policy: MysqlPolicy): void {
+  const written = lexMysql(input);
+  const runs = lexMysql(out);
+  const left = new Map<string, number>();
+  for (const v of written.literals) left.set(v, (left.get(v) ?? 0) + 1);
+  const ours = new Set<string>();
+  for (const e of new Set(policy.allowed.values())) if (e.predicate !== null) for (const v of lexMysql(e.predicate).literals) ours.add(v);
+  for (const v of runs.literals) {
+    const n = left.get(v) ?? 0;
+    if (n > 0) left.set(v, n - 1);
+    else if (!ours.has(v)) {
+      throw new SqlPolicyError(
+        'invalid_sql',
+        "a string literal of this statement would be read differently by the server than by svc's MySQL checker (a backslash escape such as \\u or \\f that MySQL does not define), so it is not supported (nothing ran); write the literal without that escape",
+        { reason: 'unsupported', construct: 'string literal escape' },
+      );
+    }
+  }
+  if (runs.comments > 0 || runs.unterminated) throw rewriteFailed();
 }
 
 function guard<T>(f: () => T): T {

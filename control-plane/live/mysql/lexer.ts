@@ -1,0 +1,100 @@
+/**
+ * How a MySQL / MariaDB server splits a statement into string literals and comments, with the
+ * session's sql_mode that the `mysql` target sets (backslash escapes on, `"` quotes a string, no
+ * ANSI_QUOTES). The checker's parser (node-sql-parser) reads some literals differently from the
+ * server (it decodes `\uXXXX` and `\f`, which the server reads as `uXXXX` and `f`), and the text it
+ * writes back is what the server runs. So the rewritten statement is lexed here, the way the
+ * server will lex it, and must hold no comment and only literals the agent wrote (or the scope's
+ * own filter values): a literal the parser re-wrote into a quote or a comment opener shows up as
+ * a literal or comment the agent never wrote, and the statement is refused.
+ */
+
+export interface MysqlLexed {
+  /** every string literal's value, as the server decodes it, in order */
+  readonly literals: readonly string[];
+  /** comments the server sees (`#`, `-- `, `/* … *\/`, including executable `/*! … *\/`, `/*M! … *\/` and hints) */
+  readonly comments: number;
+  /** a literal, quoted identifier or block comment that never ends */
+  readonly unterminated: boolean;
+}
+
+const ESCAPES: Record<string, string> = { '0': '\u0000', "'": "'", '"': '"', b: '\b', n: '\n', r: '\r', t: '\t', Z: '\u001a', '\\': '\\' };
+
+/** `-- ` starts a comment only when followed by whitespace or a control character (or the end). */
+function dashComment(sql: string, i: number): boolean {
+  if (sql[i] !== '-' || sql[i + 1] !== '-') return false;
+  const next = sql.charCodeAt(i + 2);
+  return Number.isNaN(next) || next <= 0x20;
+}
+
+export function lexMysql(sql: string): MysqlLexed {
+  const literals: string[] = [];
+  let comments = 0;
+  let i = 0;
+  const n = sql.length;
+  while (i < n) {
+    const c = sql[i] as string;
+    if (c === "'" || c === '"') {
+      let value = '';
+      i++;
+      let closed = false;
+      while (i < n) {
+        const d = sql[i] as string;
+        if (d === '\\' && i + 1 < n) {
+          const e = sql[i + 1] as string;
+          // \% and \_ keep their backslash (they are LIKE escapes); any other unknown escape is the character itself
+          value += e === '%' || e === '_' ? `\\${e}` : (ESCAPES[e] ?? e);
+          i += 2;
+          continue;
+        }
+        if (d === c) {
+          if (sql[i + 1] === c) {
+            value += c;
+            i += 2;
+            continue;
+          }
+          i++;
+          closed = true;
+          break;
+        }
+        value += d;
+        i++;
+      }
+      if (!closed) return { literals, comments, unterminated: true };
+      literals.push(value);
+      continue;
+    }
+    if (c === '`') {
+      i++;
+      let closed = false;
+      while (i < n) {
+        if (sql[i] === '`') {
+          if (sql[i + 1] === '`') {
+            i += 2;
+            continue;
+          }
+          i++;
+          closed = true;
+          break;
+        }
+        i++;
+      }
+      if (!closed) return { literals, comments, unterminated: true };
+      continue;
+    }
+    if (c === '#' || dashComment(sql, i)) {
+      comments++;
+      while (i < n && sql[i] !== '\n') i++;
+      continue;
+    }
+    if (c === '/' && sql[i + 1] === '*') {
+      comments++;
+      const end = sql.indexOf('*/', i + 2);
+      if (end < 0) return { literals, comments, unterminated: true };
+      i = end + 2;
+      continue;
+    }
+    i++;
+  }
+  return { literals, comments, unterminated: false };
+}
