@@ -17,7 +17,7 @@
  */
 import pg from 'pg';
 import type { Column, IncomingQuery, Row, Value } from '../protocol/index.js';
-import { guardWire, type GuardedStream, type WireGuard } from '../protocol/wire-guard.js';
+import { guardPgClient, pgConnectionGuard, type ConnectionGuard, type PgClientLike } from '../protocol/wire-guard.js';
 
 export interface ExecutorLimits {
   /** longest a query may run, ms, whatever is requested (default 30 000) */
@@ -137,10 +137,22 @@ interface Got {
   stopped: boolean;
 }
 
+/**
+ * A pg Client whose every message, from the startup on, passes the wire guard (protocol/): a
+ * database's message larger than the budget of the read in progress (16 MiB between reads) is
+ * never decoded, so no server can make the relay build a huge string.
+ */
+class GuardedClient extends pg.Client {
+  constructor(config?: string | pg.ClientConfig) {
+    super(config);
+    guardPgClient(this as unknown as PgClientLike);
+  }
+}
+
 export function createExecutor(opts: ExecutorOptions): Executor {
   const limits: ExecutorLimits = { ...DEFAULT_EXECUTOR_LIMITS, ...(opts.limits ?? {}) };
   const appName = opts.applicationName ?? 'svc-relay';
-  const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.poolSize ?? 4, application_name: appName, idleTimeoutMillis: 30_000, pipeline: true });
+  const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.poolSize ?? 4, application_name: appName, idleTimeoutMillis: 30_000, pipeline: true, Client: GuardedClient });
   pool.on('error', () => {
     /* an idle client died; the pool replaces it */
   });
@@ -154,7 +166,7 @@ export function createExecutor(opts: ExecutorOptions): Executor {
 
   async function cancelBackend(pid: number): Promise<void> {
     // bounded: a database that does not answer quickly must not hold the query's clean-up
-    const c = new pg.Client({ connectionString: opts.databaseUrl, application_name: `${appName}-cancel`, connectionTimeoutMillis: CANCEL_TIMEOUT_MS, query_timeout: CANCEL_TIMEOUT_MS });
+    const c = new GuardedClient({ connectionString: opts.databaseUrl, application_name: `${appName}-cancel`, connectionTimeoutMillis: CANCEL_TIMEOUT_MS, query_timeout: CANCEL_TIMEOUT_MS });
     c.on('error', () => {});
     cancels++;
     try {
@@ -218,19 +230,16 @@ export function createExecutor(opts: ExecutorOptions): Executor {
     let cancelling: Promise<void> | null = null;
     // a DataRow declaring more bytes than the budget left is never decoded: the guard closes the
     // connection before pg reads it (a 600 MB value would otherwise kill the relay)
-    let guard: WireGuard | null = null;
-    const stream = (client as unknown as { connection?: { stream?: GuardedStream } }).connection?.stream;
-    if (stream) {
-      guard = guardWire(stream, {
-        framing: 'postgres',
-        // value bytes, as emit() counts them; the prologue's pg_backend_pid() row (at most 11 bytes) counts too
-        rowBudget: () => Math.max(0, maxBytes + 11 - (guard?.rowBytes ?? 0)),
-        onTrip: () => {
-          broken = true; // the connection is closed: never back to the pool
-          cancel();
-        },
-      });
-    }
+    const guard: ConnectionGuard | undefined = pgConnectionGuard(client);
+    const rowBytesBefore = guard?.rowBytes ?? 0;
+    guard?.use({
+      // value bytes, as emit() counts them; the prologue's pg_backend_pid() row (at most 11 bytes) counts too
+      rowBudget: () => Math.max(0, maxBytes + 11 - ((guard?.rowBytes ?? 0) - rowBytesBefore)),
+      onTrip: () => {
+        broken = true; // the connection is closed: never back to the pool
+        cancel();
+      },
+    });
     const cancel = (): void => {
       if (finished || cancelling !== null || running === 0) return;
       if (pid === null) {
@@ -437,7 +446,7 @@ export function createExecutor(opts: ExecutorOptions): Executor {
         try {
           startRollback();
           await rollback;
-          guard?.release(); // the pool's next user reads without our budget
+          guard?.use(null); // the pool's next user reads without our budget
           client.release();
         } catch (err) {
           client.release(err instanceof Error ? err : true);

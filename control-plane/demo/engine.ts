@@ -9,7 +9,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import pg from 'pg';
 import { EmbeddedError, EmbeddedPostgres, siblingModule, type ReadQueryResult } from '../embedded/index.js';
-import { MessageTooLargeError, readGuarded, RowTooLargeError } from '../embedded/pg-guarded.js';
+import { GuardedPgClient, MessageTooLargeError, readGuarded, RowTooLargeError } from '../embedded/pg-guarded.js';
 import { ApiError } from '../errors.js';
 import type { DatasetDef } from './types.js';
 import { DEMO_READER_ROLE, demoFingerprint, loadScript } from './load.js';
@@ -437,7 +437,7 @@ export class PostgresDemoEngine implements DemoEngine {
 
   /** Connect, and load the demo data when the database does not hold this version of it. */
   static async start(url: string, datasets: readonly DatasetDef[], poolSize = 10): Promise<PostgresDemoEngine> {
-    const pool = new pg.Pool({ connectionString: url, max: poolSize, types: pgTypes, application_name: 'svc-demo', connectionTimeoutMillis: 5000 });
+    const pool = new pg.Pool({ connectionString: url, max: poolSize, types: pgTypes, application_name: 'svc-demo', connectionTimeoutMillis: 5000, Client: GuardedPgClient });
     // an idle client dropped by the server (restart, idle timeout) must not crash the process
     pool.on('error', () => undefined);
     // so must a checked-out one whose connection drops (or that the wire guard closed): its query fails, not the process

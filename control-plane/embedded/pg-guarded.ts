@@ -1,15 +1,15 @@
 /**
  * Reading a statement's result from a PostgreSQL server (the `postgres` live target and the
  * external-PostgreSQL demo engine) so that no row larger than the remaining result budget is
- * ever decoded: a wire guard (protocol/wire-guard.ts) sits between the socket and pg's parser and
- * checks each DataRow's declared length against `maxBytes - bytes collected so far` before the
- * row is read; rows are collected one by one as pg parses them (the `row` event), so the budget
- * is exact. When a row does not fit, the socket is closed, `onTrip` cancels the statement at the
+ * ever decoded: every client is a GuardedPgClient, whose wire guard (protocol/wire-guard.ts) sits
+ * between the socket and pg's parser from the startup on; during a read it checks each
+ * DataRow's declared length against `maxBytes - bytes collected so far` before the row is
+ * read; rows are collected one by one as pg parses them (the `row` event), so the budget is exact. When a row does not fit, the socket is closed, `onTrip` cancels the statement at the
  * server, and the result is the rows that fit with `truncated: true` (`stopped` set). The
  * connection is unusable afterwards (`stopped` says so).
  */
 import pg from 'pg';
-import { guardWire, type GuardedStream, type WireTrip } from '../../protocol/wire-guard.js';
+import { guardPgClient, pgConnectionGuard, type PgClientLike, type WireTrip } from '../../protocol/wire-guard.js';
 import { FETCH_BATCH, RowCollector, uniqueColumnNames } from './result-rows.js';
 import type { ColumnInfo, ReadQueryResult } from './messages.js';
 
@@ -30,11 +30,16 @@ export interface GuardedResult extends ReadQueryResult {
   readonly stopped: WireTrip | null;
 }
 
-/** the socket (or TLS socket) pg reads from */
-export function pgStream(client: pg.ClientBase): GuardedStream {
-  const stream = (client as unknown as { connection?: { stream?: GuardedStream } }).connection?.stream;
-  if (!stream) throw new Error('pg client without a connection stream');
-  return stream;
+/**
+ * A pg Client whose every message, from the startup on, passes the wire guard: between reads a
+ * message may be at most 16 MiB; during a read, a row at most the budget left. Every client that
+ * talks to a database we do not control (and the demo engine's) is one of these.
+ */
+export class GuardedPgClient extends pg.Client {
+  constructor(config?: string | pg.ClientConfig) {
+    super(config);
+    guardPgClient(this as unknown as PgClientLike);
+  }
 }
 
 /** Thrown when not even the first row fits: the caller answers 400 invalid_sql reason row_too_large. */
@@ -70,8 +75,9 @@ export async function readGuarded(client: pg.ClientBase, o: GuardedRead): Promis
     collector = new RowCollector(columns, o.maxRows, o.maxBytes);
     return collector;
   };
-  const guard = guardWire(pgStream(client), {
-    framing: 'postgres',
+  const guard = pgConnectionGuard(client);
+  if (!guard) throw new Error('readGuarded: the pg client is not guarded (make it a GuardedPgClient)');
+  guard.use({
     // the JSON of a row is at least its wire payload for every type but bytea (hex on the wire, base64 out) and json with spaces
     rowBudget: () => Math.max(0, o.maxBytes - (collector?.bytes ?? 2)),
     onTrip: o.onTrip,
@@ -112,7 +118,7 @@ export async function readGuarded(client: pg.ClientBase, o: GuardedRead): Promis
       }
     }
   } finally {
-    if (!guard.tripped) guard.release();
+    if (!guard.tripped) guard.use(null);
   }
   const c = collector ?? new RowCollector(columns, o.maxRows, o.maxBytes);
   if (guard.tripped) {

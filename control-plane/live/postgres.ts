@@ -12,7 +12,7 @@ import pg from 'pg';
 import type { ParsedScopes, Target } from '../catalogue/index.js';
 import { credentialRejected, databaseCredentialKind, databaseEndpoint, parseDatabaseUrl, scrub, type DatabaseOptions, type DatabaseUrl, type ReservedDatabase } from '../credentials/database.js';
 import type { ReadQueryResult } from '../embedded/index.js';
-import { MessageTooLargeError, readGuarded, RowTooLargeError } from '../embedded/pg-guarded.js';
+import { GuardedPgClient, MessageTooLargeError, readGuarded, RowTooLargeError } from '../embedded/pg-guarded.js';
 import { ApiError } from '../errors.js';
 import { relayPolicy } from '../query/relay.js';
 import { checkAndRewriteAsync } from '../query/sql/offload.js';
@@ -104,7 +104,7 @@ export class PostgresConnector implements LiveConnector {
     const cancel = (): void => {
       if (cancelling || pid === undefined) return;
       cancelling = (async () => {
-        const c = new pg.Client({ ...settings(tlsFor(url, opts)), connectionTimeoutMillis: 3000 });
+        const c = new GuardedPgClient({ ...settings(tlsFor(url, opts)), connectionTimeoutMillis: 3000 });
         c.on('error', () => undefined);
         try {
           await c.connect();
@@ -177,7 +177,8 @@ export class PostgresConnector implements LiveConnector {
 
 async function connect(settings: (ssl: false | ConnectionOptions) => pg.ClientConfig, ssl: false | ConnectionOptions, prefer: boolean, secret: string, url: DatabaseUrl): Promise<pg.Client> {
   const attempt = async (tls: false | ConnectionOptions): Promise<pg.Client> => {
-    const c = new pg.Client(settings(tls));
+    // guarded from the startup on: a server's oversized message is never decoded, even before the query
+    const c = new GuardedPgClient(settings(tls));
     c.on('error', () => undefined); // a dropped connection surfaces as the failed query
     try {
       await c.connect();

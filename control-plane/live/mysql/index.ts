@@ -17,7 +17,7 @@ import type { CredentialKindDef, LiveConnector, LiveRunContext, PreparedLiveQuer
 import { isMysqlSystemSchema, mysqlPolicy, nameCaseOf, type MysqlNameCase } from './policy.js';
 import { checkMysqlAsync } from '../../query/sql/offload.js';
 import { SqlPolicyError } from '../../query/sql/index.js';
-import { guardWire, type GuardedStream, type WireTrip } from '../../../protocol/wire-guard.js';
+import { guardMysqlConnection, type ConnectionGuard, type MysqlConnectionLike, type WireTrip } from '../../../protocol/wire-guard.js';
 
 export { checkMysql, mysqlPolicy, MYSQL_ALLOWED_FUNCTIONS } from './policy.js';
 
@@ -122,7 +122,7 @@ export class MysqlConnector implements LiveConnector {
     const kill = (): void => {
       if (killing || threadId === null) return;
       killing = (async () => {
-        const k = mysql.createConnection({ ...settings(), connectTimeout: 3000 });
+        const k = guarded(mysql.createConnection({ ...settings(), connectTimeout: 3000 }));
         k.on('error', () => undefined);
         try {
           await run1(k, `KILL QUERY ${Number(threadId)}`);
@@ -228,8 +228,20 @@ export async function checkForServer(q: PreparedLiveQuery, scopes: ParsedScopes,
   }
 }
 
+const guards = new WeakMap<Conn, ConnectionGuard>();
+
+/**
+ * Every chunk the connection reads, from the server's greeting on, passes the wire guard before
+ * mysql2's packet parser: no packet (or row of 16 MB packets) larger than the read's budget, or
+ * 16 MiB between reads, is ever decoded.
+ */
+function guarded(c: Conn): Conn {
+  guards.set(c, guardMysqlConnection(c as unknown as MysqlConnectionLike));
+  return c;
+}
+
 async function connect(o: mysql.ConnectionOptions, secret: string, url: DatabaseUrl): Promise<Conn> {
-  const c = mysql.createConnection(o);
+  const c = guarded(mysql.createConnection(o));
   c.on('error', () => undefined); // a dropped connection surfaces as the failed query
   try {
     await new Promise<void>((resolve, reject) => c.connect((err) => (err ? reject(err) : resolve())));
@@ -264,17 +276,14 @@ function stream(conn: Conn, sql: string, maxRows: number, maxBytes: number, stop
     let columns: ColumnInfo[] = [];
     let collector: RowCollector | undefined;
     let done = false;
-    const raw = (conn as unknown as { stream?: GuardedStream }).stream;
-    const guard = raw
-      ? guardWire(raw, {
-          framing: 'mysql',
-          rowBudget: () => Math.max(0, maxBytes - (collector?.bytes ?? 2)) + PACKET_SLACK,
-          onTrip: () => {
-            stop();
-            finish(); // mysql2 tells a query without a callback nothing of a lost connection
-          },
-        })
-      : null;
+    const guard = guards.get(conn);
+    guard?.use({
+      rowBudget: () => Math.max(0, maxBytes - (collector?.bytes ?? 2)) + PACKET_SLACK,
+      onTrip: () => {
+        stop();
+        finish(); // mysql2 tells a query without a callback nothing of a lost connection
+      },
+    });
     // a connection lost mid-result reaches the connection, not the query (it has no callback)
     const onLost = (err: Error): void => {
       if (guard?.tripped) return finish();
@@ -287,7 +296,7 @@ function stream(conn: Conn, sql: string, maxRows: number, maxBytes: number, stop
       if (done) return;
       done = true;
       conn.removeListener('error', onLost);
-      if (!guard?.tripped) guard?.release();
+      if (!guard?.tripped) guard?.use(null);
       const c = collector ?? new RowCollector(columns, maxRows, maxBytes);
       const stopped = guard?.tripped ?? null;
       resolve({ columns, rows: c.rows, truncated: c.truncated || stopped !== null, bytes: c.bytes, stopped });
@@ -313,7 +322,7 @@ function stream(conn: Conn, sql: string, maxRows: number, maxBytes: number, stop
       if (!done) {
         done = true;
         conn.removeListener('error', onLost);
-        guard?.release();
+        guard?.use(null);
         reject(err);
       }
     });
