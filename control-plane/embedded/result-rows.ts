@@ -8,14 +8,18 @@ import { toJsonValue } from './json-values.js';
 
 export function uniqueColumnNames(names: readonly string[]): string[] {
   const seen = new Map<string, number>();
+  // the last suffix tried per name: each candidate is tried at most once per name, so a hostile
+  // list (16,000 × "a" beside "a_2" … "a_16001") stays linear instead of quadratic
+  const tried = new Map<string, number>();
   const taken = new Set(names);
   return names.map((name) => {
     const n = (seen.get(name) ?? 0) + 1;
     seen.set(name, n);
     if (n === 1) return name;
-    let k = n;
+    let k = Math.max(n, (tried.get(name) ?? 0) + 1);
     let candidate = `${name}_${k}`;
     while (taken.has(candidate)) candidate = `${name}_${++k}`;
+    tried.set(name, k);
     taken.add(candidate);
     return candidate;
   });
