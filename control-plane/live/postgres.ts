@@ -76,9 +76,9 @@ export class PostgresConnector implements LiveConnector {
 
   constructor(private readonly network: DatabaseNetwork) {}
 
-  async prepare(sqlText: string, scopes: ParsedScopes, _target: Target): Promise<PreparedLiveQuery> {
+  async prepare(sqlText: string, scopes: ParsedScopes, _target: Target, caller?: { readonly tenant: string }): Promise<PreparedLiveQuery> {
     const policy = relayPolicy(scopes);
-    const checked = await checkAndRewriteAsync(sqlText, policy);
+    const checked = await checkAndRewriteAsync(sqlText, policy, caller?.tenant);
     return { ...preparedFrom(checked, policy.allowed), plan: { direct: checked.kind === 'explain' } };
   }
 

@@ -82,7 +82,7 @@ export interface LiveConnector {
    * Parse, check and rewrite the agent's statement for these scopes. Throws SqlPolicyError
    * (`invalid_sql` / `scope_violation`) or ApiError (`invalid_scope`, …). No I/O.
    */
-  prepare(sqlText: string, scopes: ParsedScopes, target: Target): PreparedLiveQuery | Promise<PreparedLiveQuery>;
+  prepare(sqlText: string, scopes: ParsedScopes, target: Target, caller?: { readonly tenant: string }): PreparedLiveQuery | Promise<PreparedLiveQuery>;
   /**
    * Run it. Throws ApiError with a contract code: `query_timeout` past the deadline (after
    * cancelling at the source), `invalid_sql` when the source rejects the statement,

@@ -217,13 +217,13 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
       if (!connector) {
         throw new ApiError('not_implemented', `queries on the live target ${target.id} are not available in this version; see GET /v1/connections/targets for the queryable ones`, { target_id: target.id });
       }
-      prepared = await connector.prepare(sqlText, scopes, target);
+      prepared = await connector.prepare(sqlText, scopes, target, { tenant: orgId });
       checked = { sql: prepared.sql, tables: prepared.tables, kind: 'select' };
       allowed = { tablesAllowed: prepared.tablesAllowed, rowFilters: prepared.rowFilters };
     } else {
       if (target.id !== 'postgres-relay' && !target.dataset) throw new ApiError('internal_error', `${target.id} has no dataset`);
       policy = target.id === 'postgres-relay' ? relayPolicy(scopes) : demoPolicy(target, scopes);
-      checked = await checkAndRewriteAsync(sqlText, policy);
+      checked = await checkAndRewriteAsync(sqlText, policy, orgId);
       allowed = allowedByPolicy(scopes, policy, checked.tables);
     }
   } catch (err) {

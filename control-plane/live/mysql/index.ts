@@ -84,10 +84,10 @@ export class MysqlConnector implements LiveConnector {
 
   constructor(private readonly network: DatabaseNetwork) {}
 
-  async prepare(sqlText: string, scopes: ParsedScopes, _target: Target): Promise<PreparedLiveQuery> {
+  async prepare(sqlText: string, scopes: ParsedScopes, _target: Target, caller?: { readonly tenant: string }): Promise<PreparedLiveQuery> {
     // checked as a case-insensitive server compares names; run() checks again when the server is case-sensitive
     const policy = mysqlPolicy(scopes);
-    const checked = await checkMysqlAsync(sqlText, policy);
+    const checked = await checkMysqlAsync(sqlText, policy, caller?.tenant);
     const unqualified = checked.tables.some((name) => policy.allowed.get(name)?.schema === null);
     return { ...preparedFrom(checked, policy.allowed), plan: { sqlText, unqualified, databases: checked.assumedDatabases } satisfies MysqlPlan };
   }
@@ -145,7 +145,7 @@ export class MysqlConnector implements LiveConnector {
       // once per connection: the server's version, how it compares table names, and its default database
       const info = ((await run1(conn, 'SELECT VERSION() AS v, @@lower_case_table_names AS l, DATABASE() AS d')) as { v?: string; l?: unknown; d?: string | null }[])[0];
       const version = String(info?.v ?? '');
-      await checkForServer(q, ctx.scopes, nameCaseOf(info?.l), info?.d ?? null);
+      await checkForServer(q, ctx.scopes, nameCaseOf(info?.l), info?.d ?? null, ctx.orgId);
       const seconds = Math.max(0.001, (deadline - Date.now()) / 1000);
       if (/mariadb/i.test(version)) await run1(conn, `SET SESSION max_statement_time = ${seconds.toFixed(3)}`);
       else await run1(conn, `SET SESSION max_execution_time = ${Math.max(1, Math.ceil(seconds * 1000))}`);
@@ -203,7 +203,7 @@ interface MysqlPlan {
  * way and must come out the same (else `ORDERS` and `orders` could be mixed up). An unqualified
  * scoped table means the credential's database, which must not be a system schema.
  */
-export async function checkForServer(q: PreparedLiveQuery, scopes: ParsedScopes, names: MysqlNameCase, database: string | null): Promise<void> {
+export async function checkForServer(q: PreparedLiveQuery, scopes: ParsedScopes, names: MysqlNameCase, database: string | null, tenant = ''): Promise<void> {
   const plan = q.plan as MysqlPlan | undefined;
   if (!plan) return;
   if (plan.unqualified && database !== null && isMysqlSystemSchema(database)) {
@@ -218,7 +218,7 @@ export async function checkForServer(q: PreparedLiveQuery, scopes: ParsedScopes,
   if (names === 'fold') return;
   let again: string;
   try {
-    again = (await checkMysqlAsync(plan.sqlText, mysqlPolicy(scopes, 'exact'))).sql;
+    again = (await checkMysqlAsync(plan.sqlText, mysqlPolicy(scopes, 'exact'), tenant)).sql;
   } catch (err) {
     if (err instanceof SqlPolicyError) throw new ApiError(err.code, err.message, { ...err.detail });
     throw err;
