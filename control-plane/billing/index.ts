@@ -51,6 +51,11 @@ export interface Reservation {
   readonly egressHeld: number;
   /** the most bytes of rows this query may return: the response cap, or less on the trial */
   readonly maxBytes: number;
+  /**
+   * the organization has funded its wallet (now or before): a paying customer, whatever pays this
+   * query. Free organizations share the demo engines' free slice (demo/gate.ts).
+   */
+  readonly paying: boolean;
 }
 
 /** The most a trial query may hold beside other running trial queries of its organization. */
@@ -165,9 +170,11 @@ export async function reserve(store: Store, orgId: string, maxResultBytes: numbe
   const waitUntil = Date.now() + (opts.waitMs ?? 0);
   let trialHeld = false;
   for (;;) {
-    const trial = await store.tx(async (sql): Promise<number | 'held' | undefined> => {
-      const [o] = await sql.query<{ q: number; used: number | bigint; held: number | bigint; expires: Date | string; spent: number | bigint }>(
-        'SELECT trial_queries_used AS q, trial_egress_used AS used, trial_egress_held AS held, trial_expires_at AS expires, trial_spent_nc AS spent FROM orgs WHERE id = $1 FOR UPDATE',
+    const trial = await store.tx(async (sql): Promise<{ grant: number; paying: boolean } | 'held' | undefined> => {
+      const [o] = await sql.query<{ q: number; used: number | bigint; held: number | bigint; expires: Date | string; spent: number | bigint; paying: boolean }>(
+        `SELECT trial_queries_used AS q, trial_egress_used AS used, trial_egress_held AS held, trial_expires_at AS expires, trial_spent_nc AS spent,
+                wallet_nc + wallet_held_nc + wallet_spend_nc > 0 AS paying
+           FROM orgs WHERE id = $1 FOR UPDATE`,
         [orgId],
       );
       if (!o) return undefined;
@@ -186,9 +193,9 @@ export async function reserve(store: Store, orgId: string, maxResultBytes: numbe
         [orgId, QUERY_PRICE_NC, grant],
       );
       await record(sql, 'trial', QUERY_PRICE_NC, grant);
-      return grant;
+      return { grant, paying: o.paying === true };
     });
-    if (typeof trial === 'number') return { id, orgId, payer: 'trial', heldNc: QUERY_PRICE_NC, egressHeld: trial, maxBytes: trial };
+    if (typeof trial === 'object') return { id, orgId, payer: 'trial', heldNc: QUERY_PRICE_NC, egressHeld: trial.grant, maxBytes: trial.grant, paying: trial.paying };
     trialHeld = trial === 'held';
     if (trial !== 'held' || Date.now() >= waitUntil) break;
     await trialRelease(orgId, Math.min(1000, Math.max(1, waitUntil - Date.now())));
@@ -204,7 +211,7 @@ export async function reserve(store: Store, orgId: string, maxResultBytes: numbe
       if (rows.length === 1) await record(sql, 'wallet', hold, 0);
       return rows.length === 1;
     });
-    if (held) return { id, orgId, payer: 'wallet', heldNc: hold, egressHeld: 0, maxBytes: maxResultBytes };
+    if (held) return { id, orgId, payer: 'wallet', heldNc: hold, egressHeld: 0, maxBytes: maxResultBytes, paying: true };
     if (attempt === 0 && !(await store.tx((sql) => maybeAutoReload(sql, orgId)))) break;
   }
   if (trialHeld) {

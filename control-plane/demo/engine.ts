@@ -29,7 +29,7 @@ export interface DemoQuery {
   readonly tenant: string;
   /** aborted when the connection is revoked or expires: the statement is stopped at once */
   readonly signal?: AbortSignal;
-  /** billed to a trial: admitted in the trial class, shared fairly per client address */
+  /** a free organization (it never funded a wallet): admitted in the free class, shared fairly per client address */
   readonly trial?: boolean;
   /** the caller's client address (trial work is shared per address, not per organization) */
   readonly address?: string;

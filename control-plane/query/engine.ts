@@ -314,7 +314,8 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
         maxRows: deps.limits.maxRows,
         maxBytes: reservation.maxBytes,
         signal: running.signal,
-        trial: reservation.payer === 'trial',
+        // free organizations (never funded a wallet) share the engines' free slice, by client address
+      trial: !reservation.paying,
         ...(caller.address ? { address: caller.address } : {}),
       });
     }
