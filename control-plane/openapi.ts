@@ -97,7 +97,7 @@ const Usage = Type.Object(
     wallet_spend_cents: Type.Number(),
     wallet_balance_cents: Type.Number(),
     wallet_held_cents: Type.Number(),
-    trial: Type.Object({ active: Type.Boolean(), queries_left: Int, egress_bytes_left: Int, credit_left_cents: Type.Number(), expires_at: Str }, Open),
+    trial: Type.Object({ active: Type.Boolean(), queries_left: Int, egress_bytes_left: Int, egress_bytes_held: Int, credit_left_cents: Type.Number(), expires_at: Str }, Open),
     auto_reload: Type.Union([Type.Object({ threshold_cents: Type.Number(), amount_cents: Type.Number() }), Type.Null()]),
   },
   Open,

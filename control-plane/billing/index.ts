@@ -336,6 +336,7 @@ export interface UsageRow {
   wallet_held_nc: number;
   trial_queries_used: number;
   trial_egress_used: number;
+  trial_egress_held: number | bigint | string;
   trial_spent_nc: number;
   trial_expires_at: Date;
   auto_reload_threshold_nc: number | null;
@@ -361,6 +362,8 @@ export async function usage(store: Store, orgId: string): Promise<Record<string,
       active,
       queries_left: queriesLeft,
       egress_bytes_left: egressLeft,
+      // held by trial queries running now (each holds what it may return, settled to what it did)
+      egress_bytes_held: Number(u.trial_egress_held),
       credit_left_cents: centsFromNc(creditLeft),
       expires_at: expires.toISOString(),
     },

@@ -157,6 +157,53 @@ interface SettleRow {
   readonly relay_revoked: boolean | null;
 }
 
+/**
+ * SQLSTATE classes a server answers with before a statement runs: 42 (syntax error or access
+ * rule violation: unknown column, permission denied), 0A (feature not supported), 26 and 34
+ * (invalid statement or cursor name).
+ */
+const BEFORE_EXECUTION = /^(42|0A|26|34)/;
+
+/**
+ * Whether a failed statement ran at its source (it used the engine or the database: a division
+ * by zero after minutes of a join, a row or message too large, a value too large to build):
+ * charged the query price with no egress, like a statement stopped at its deadline. What svc
+ * refuses before running, what the server rejects before executing, and failures of the source
+ * itself (unreachable, connection lost) are free.
+ */
+function ranAtSource(err: unknown): boolean {
+  if (err instanceof DemoQueryError) return err.code === 'DEMO_ERR_SQL' && !BEFORE_EXECUTION.test(err.sqlState ?? '42');
+  if (!isApiError(err) || (err.code !== 'invalid_sql' && err.code !== 'scope_violation')) return false;
+  const d = err.details ?? {};
+  if (d['reason'] === 'row_too_large' || d['reason'] === 'message_too_large' || d['reason'] === 'out_of_memory') return true;
+  const sqlstate = d['sqlstate'];
+  return typeof sqlstate === 'string' && !BEFORE_EXECUTION.test(sqlstate);
+}
+
+/** Longest error message answered: a database may quote whole values in its errors (16 MiB were seen). */
+const MAX_ERROR_MESSAGE = 2000;
+
+function capMessage(message: string): string {
+  if (message.length <= MAX_ERROR_MESSAGE) return message;
+  let cut = message.slice(0, MAX_ERROR_MESSAGE);
+  if (/[\ud800-\udbff]$/.test(cut)) cut = cut.slice(0, -1); // never half a character
+  return `${cut}… (${message.length - cut.length} more characters not shown)`;
+}
+
+/**
+ * The organization's other running trial queries hold what is left of its trial egress, and this
+ * answer's first row does not fit in the part this query could hold: not a row too large for a
+ * response, so `429` (retry when they finish), not charged.
+ */
+function trialEgressHeld(held: number, rowBytes: number | undefined): ApiError {
+  return new ApiError(
+    'rate_limited',
+    `this answer's first row${rowBytes !== undefined ? ` (${rowBytes} bytes)` : ''} does not fit in the ${held} bytes of trial egress this query could hold: this organization's other running trial queries hold the rest of its trial egress allowance. Nothing was charged; retry when they finish (GET /v1/agent/account/usage shows trial.egress_bytes_held)`,
+    { reason: 'trial_egress_held', held_bytes: held, ...(rowBytes !== undefined ? { row_bytes: rowBytes } : {}), retry_after_seconds: 1 },
+    { 'Retry-After': '1' },
+  );
+}
+
 function translate(err: unknown): ApiError {
   if (isApiError(err)) return err;
   if (err instanceof SqlPolicyError) {
@@ -188,7 +235,8 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
     const event = await deps.store.tx((sql) =>
       appendEvent(sql, conn.id, { ...base, ...extra, outcome, error_code: api.code, duration_ms: Date.now() - started }),
     );
-    throw new ApiError(api.code, api.message, { ...(api.details ?? {}), audit_event_id: event.id }, api.headers);
+    const charged = typeof extra['cost_cents'] === 'number' ? { cost_cents: extra['cost_cents'], billed_to: extra['billed_to'] } : {};
+    throw new ApiError(api.code, capMessage(api.message), { ...(api.details ?? {}), ...charged, audit_event_id: event.id }, api.headers);
   };
 
   let target: Target | undefined;
@@ -266,8 +314,16 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
         await deps.store.tx((sql) => refund(sql, reservation));
         return fail(why, { tables: checked.tables, ...auditedSql('sql_executed', checked.sql), outcome: 'error' });
       }
-      if ((err instanceof DemoQueryError && err.code === 'DEMO_ERR_TIMEOUT' && err.started) || (isApiError(err) && err.code === 'query_timeout')) {
-        // it held an engine until its deadline: charged the query price, no egress
+      const rowTooLarge = isApiError(err) && err.code === 'invalid_sql' && err.details?.['reason'] === 'row_too_large';
+      const rowBytes = rowTooLarge && typeof err.details?.['row_bytes'] === 'number' ? err.details['row_bytes'] : undefined;
+      if (rowTooLarge && reservation.maxBytes < deps.limits.maxResultBytes && (rowBytes === undefined || rowBytes <= deps.limits.maxResultBytes)) {
+        // the row fits a response, only not the trial egress this query could hold beside its organization's others
+        await deps.store.tx((sql) => refund(sql, reservation));
+        return fail(trialEgressHeld(reservation.maxBytes, rowBytes), { tables: checked.tables, ...auditedSql('sql_executed', checked.sql) });
+      }
+      if ((err instanceof DemoQueryError && err.code === 'DEMO_ERR_TIMEOUT' && err.started) || (isApiError(err) && err.code === 'query_timeout') || ranAtSource(err)) {
+        // it held an engine or the database until its deadline, or ran there before it failed:
+        // charged the query price, no egress
         const costNc = await deps.store.tx((sql) => settle(sql, reservation, 0));
         return fail(err, { tables: checked.tables, ...auditedSql('sql_executed', checked.sql), cost_cents: centsFromNc(costNc), billed_to: reservation.payer });
       }
@@ -324,6 +380,23 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
 
     // cut short by what is left of the trial's egress allowance, not by the response caps
     const trialCut = result.truncated && reservation.maxBytes < deps.limits.maxResultBytes && result.rows.length < deps.limits.maxRows;
+    if (result.truncated && result.rows.length === 0) {
+      // not even the first row fitted: a trial hold too small beside the organization's other
+      // queries (retry), or a row too large for any response (it ran: charged)
+      if (trialCut) {
+        await deps.store.tx((sql) => refund(sql, reservation));
+        return fail(trialEgressHeld(reservation.maxBytes, undefined), { tables: checked.tables, ...auditedSql('sql_executed', checked.sql) });
+      }
+      const costNc = await deps.store.tx((sql) => settle(sql, reservation, 0));
+      return fail(
+        new ApiError(
+          'invalid_sql',
+          `the first row of the result is larger than the ${reservation.maxBytes} bytes a response may hold; select fewer or shorter columns (e.g. left(column, 1000)) or filter the rows`,
+          { reason: 'row_too_large', max_bytes: reservation.maxBytes },
+        ),
+        { tables: checked.tables, ...auditedSql('sql_executed', checked.sql), cost_cents: centsFromNc(costNc), billed_to: reservation.payer },
+      );
+    }
     const settled = await deps.store.tx(async (sql) => {
       // the connection row is locked, so a revocation commits either before this (and the result is
       // refused) or after it (and this query is in the chain before connection.revoked)

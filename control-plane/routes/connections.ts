@@ -93,7 +93,9 @@ export function connectionRoutes(app: App, s: Services): void {
       try {
         return await s.track(() => runQuery(queryDeps(s), orgId, req.params.connection_id, req.body.sql, { address: req.ip, keyId }));
       } catch (err) {
-        if (isApiError(err) && (err.code === 'invalid_sql' || err.code === 'scope_violation')) refusals.charge(keyId);
+        // refused statements cost nothing, so they count against the key's budget; a statement that
+        // ran at its source before it failed was charged instead
+        if (isApiError(err) && (err.code === 'invalid_sql' || err.code === 'scope_violation') && typeof err.details?.['cost_cents'] !== 'number') refusals.charge(keyId);
         throw err;
       }
     },
