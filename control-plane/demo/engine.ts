@@ -182,6 +182,13 @@ export interface EmbeddedPoolOptions {
   /** workers at most (extra ones start when all are busy, and retire when idle) */
   readonly max: number;
   readonly idleRetireMs?: number;
+  /**
+   * how long an organization whose statement was stopped at its deadline is held back when no
+   * replacement worker is starting (while one is, until it is warm, up to six times as long)
+   */
+  readonly cooldownMs?: number;
+  /** starts one worker from the image (tests slow it down to play a loaded machine) */
+  readonly startWorker?: (image: Uint8Array) => Promise<EmbeddedPostgres>;
 }
 
 /** Half the engine at most for one organization, so others always find room. */
@@ -202,7 +209,7 @@ export class EmbeddedDemoEngine implements DemoEngine {
 
   private constructor(image: Promise<Uint8Array>, options: EmbeddedPoolOptions) {
     this.image = image;
-    this.options = { idleRetireMs: 60_000, ...options };
+    this.options = { idleRetireMs: 60_000, cooldownMs: 10_000, startWorker: (image) => EmbeddedPostgres.start({ loadDataDir: image }), ...options };
     // an organization's share is half of the *warm* workers: the rest are free for others at once
     // trial work together holds at most half of the warm workers, so paying organizations always
     // find a warm one
@@ -247,7 +254,7 @@ export class EmbeddedDemoEngine implements DemoEngine {
   private async spawn(): Promise<void> {
     this.starting++;
     try {
-      const engine = await EmbeddedPostgres.start({ loadDataDir: await this.image });
+      const engine = await this.options.startWorker(await this.image);
       if (this.closed) {
         await engine.terminate();
         return;
@@ -339,22 +346,27 @@ export class EmbeddedDemoEngine implements DemoEngine {
   }
 
   private checkCooldown(tenant: string): void {
-    const until = this.cooldown.get(tenant);
-    if (until === undefined) return;
-    if (until <= Date.now()) {
+    const since = this.cooldown.get(tenant);
+    if (since === undefined) return;
+    // it lasts until the replacement is warm (adopt() clears it); the bounds only matter when no
+    // replacement comes: none is starting past cooldownMs, or it takes past six times that
+    const age = Date.now() - since;
+    const max = this.options.cooldownMs;
+    if (age >= 6 * max || (age >= max && this.starting === 0)) {
       this.cooldown.delete(tenant);
       return;
     }
-    const wait = Math.max(1, Math.ceil((until - Date.now()) / 1000));
+    const wait = Math.max(1, Math.ceil(Math.max(1000, max - age) / 1000));
     throw new DemoQueryError('DEMO_ERR_COOLDOWN', `this organization's last statement ran past its deadline and the engine it held is being replaced; retry in ${wait} s`, { retryAfter: wait });
   }
 
   /**
-   * Organizations whose statement was stopped at its deadline (which costs a worker), until its
-   * replacement is warm: they cannot take the remaining workers from everyone else meanwhile.
+   * Organizations whose statement was stopped at its deadline (which costs a worker), from when,
+   * until its replacement is warm: they cannot take the remaining workers from everyone else
+   * meanwhile (on a loaded machine a replacement can take longer than `cooldownMs` to start;
+   * an organization let go then could stop the last warm worker too).
    */
   private readonly cooldown = new Map<string, number>();
-  static readonly COOLDOWN_MAX_MS = 10_000;
 
   private async runOn(slot: Slot, q: DemoQuery, deadline: number): Promise<ReadQueryResult> {
     if (q.signal?.aborted) {
@@ -376,7 +388,7 @@ export class EmbeddedDemoEngine implements DemoEngine {
       return await slot.engine.read({ preamble: preamble(q), sql: q.sql, maxRows: q.maxRows, maxBytes: q.maxBytes, direct: q.direct });
     } catch (err) {
       if (timedOut) {
-        this.cooldown.set(q.tenant, Date.now() + EmbeddedDemoEngine.COOLDOWN_MAX_MS);
+        this.cooldown.set(q.tenant, Date.now());
         throw new DemoQueryError('DEMO_ERR_TIMEOUT', `the statement ran past its ${q.timeoutMs} ms deadline and was cancelled`);
       }
       if (err instanceof EmbeddedError && (err.sqlState === '53200' || err.sqlState === '54000')) {

@@ -1,0 +1,94 @@
+/**
+ * A statement stopped at its deadline costs the embedded engine a worker. Until the replacement is
+ * warm, that organization is held back (429, Retry-After) so it cannot stop the last warm worker
+ * too: on a loaded machine the replacement can take longer than the cooldown's usual length, and
+ * the hold lasts as long as it does (found when two deadline kills in a row left no warm worker and
+ * another organization got 503).
+ */
+import t from 'tap';
+import { EmbeddedPostgres } from '../../control-plane/embedded/index.js';
+import { DemoQueryError, EmbeddedDemoEngine, type DemoQuery } from '../../control-plane/demo/engine.js';
+import { demoImage } from '../helpers/server.js';
+
+const COOLDOWN_MS = 300;
+const SLOW_START_MS = 2_000;
+
+function query(tenant: string, sql: string, timeoutMs = 10_000): DemoQuery {
+  return { sql, direct: false, settings: [], tenant, timeoutMs, maxRows: 1000, maxBytes: 1_000_000 };
+}
+
+t.test('held back until the replacement is warm, however long it takes to start', async (t) => {
+  let slow = false;
+  let started = 0;
+  const engine = await EmbeddedDemoEngine.start(await demoImage(), {
+    min: 2,
+    max: 2,
+    cooldownMs: COOLDOWN_MS,
+    startWorker: async (image) => {
+      if (slow) await new Promise((r) => setTimeout(r, SLOW_START_MS));
+      const e = await EmbeddedPostgres.start({ loadDataDir: image });
+      started++;
+      return e;
+    },
+  });
+  t.teardown(() => engine.close());
+  t.equal(engine.size, 2);
+  slow = true;
+
+  const stopped = await engine.run(query('hog', 'SELECT count(*) AS n FROM generate_series(1, 2000000000)', 300)).then(
+    () => undefined,
+    (err: unknown) => err,
+  );
+  t.ok(stopped instanceof DemoQueryError && stopped.code === 'DEMO_ERR_TIMEOUT', `stopped at its deadline (${String(stopped)})`);
+  t.equal(engine.size, 1, 'its worker was ended; a replacement is starting');
+
+  // past the cooldown's usual length, the replacement is still starting: still held back
+  await new Promise((r) => setTimeout(r, COOLDOWN_MS * 2));
+  const held = await engine.run(query('hog', 'SELECT 1 AS one')).then(
+    () => undefined,
+    (err: unknown) => err,
+  );
+  t.ok(held instanceof DemoQueryError && held.code === 'DEMO_ERR_COOLDOWN', `held back while the replacement starts (${String(held)})`);
+  t.ok(held instanceof DemoQueryError && (held.retryAfter ?? 0) >= 1, 'with a retry time');
+
+  // everyone else is served by the warm worker meanwhile
+  const other = await engine.run(query('other', 'SELECT 1 AS one'));
+  t.same(other.rows, [{ one: 1 }]);
+
+  // once the replacement is warm, the organization is served again
+  const until = Date.now() + SLOW_START_MS * 10;
+  while (engine.size < 2 && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
+  t.equal(engine.size, 2, 'the replacement is warm');
+  t.equal(started, 3);
+  const back = await engine.run(query('hog', 'SELECT 1 AS one'));
+  t.same(back.rows, [{ one: 1 }]);
+});
+
+t.test('when no replacement could be started, the hold ends after cooldownMs', async (t) => {
+  let failing = false;
+  const engine = await EmbeddedDemoEngine.start(await demoImage(), {
+    min: 2,
+    max: 2,
+    cooldownMs: COOLDOWN_MS,
+    startWorker: async (image) => {
+      if (failing) throw new Error('no worker can start');
+      return EmbeddedPostgres.start({ loadDataDir: image });
+    },
+  });
+  t.teardown(() => engine.close());
+  failing = true;
+  const stopped = await engine.run(query('hog', 'SELECT count(*) AS n FROM generate_series(1, 2000000000)', 300)).then(
+    () => undefined,
+    (err: unknown) => err,
+  );
+  t.ok(stopped instanceof DemoQueryError && stopped.code === 'DEMO_ERR_TIMEOUT', `stopped at its deadline (${String(stopped)})`);
+  const held = await engine.run(query('hog', 'SELECT 1 AS one')).then(
+    () => undefined,
+    (err: unknown) => err,
+  );
+  t.ok(held instanceof DemoQueryError && held.code === 'DEMO_ERR_COOLDOWN', 'held back at first');
+  await new Promise((r) => setTimeout(r, COOLDOWN_MS + 200));
+  const back = await engine.run(query('hog', 'SELECT 1 AS one'));
+  t.same(back.rows, [{ one: 1 }], 'served by the remaining worker once the hold ends');
+  t.equal(engine.size, 1, 'no replacement started');
+});
