@@ -98,6 +98,12 @@ t.test('literals the parser reads differently from the server are refused: no SQ
     [String.raw`SELECT '\u0041' AS a FROM orders`, /read differently by the server/],
     [String.raw`SELECT '\f' AS a FROM orders`, /read differently by the server/],
     [String.raw`SELECT "q\u0022 , (SELECT 1 FROM secrets) AS x -- " AS b FROM orders`, /read differently by the server/],
+    // `--1` is a comment to the parser, two minus signs to the server: the parser never saw the
+    // subquery the server would run (the agent's trailing literals paid for the rewritten ones)
+    [String.raw`SELECT 'a\u0027 --1, (SELECT group_concat(value) FROM secrets) AS x
+, \u0027a' AS c FROM orders --'a','a'`, /read differently by the server/],
+    ["SELECT 1 --1, (SELECT group_concat(value) FROM secrets) AS x\nFROM orders", /two minus signs/],
+    ["SELECT 'a' --'b', (SELECT 1 FROM secrets) AS x\nFROM orders", /two minus signs/],
   ];
   for (const [sql, message] of smuggled) {
     const r = refused(sql);
@@ -120,6 +126,9 @@ t.test('the server lexer: literals as MySQL decodes them, comments as MySQL sees
   t.same(lexMysql(String.raw`SELECT 'a\u0027', 'it\'s', 'a''b', "d""q", 'x\\y', '\%\_', '\0\Z'`).literals, ['au0027', "it's", "a'b", 'd"q', 'x\\y', '\\%\\_', '\u0000\u001a']);
   t.equal(lexMysql('SELECT 1 -- x').comments, 1);
   t.equal(lexMysql('SELECT 1--1').comments, 0, '-- without a space is two minus signs');
+  t.equal(lexMysql('SELECT 1--1').bareDashes, 1, 'and is counted as such');
+  t.equal(lexMysql("SELECT '--1', `--x` -- c").bareDashes, 0, 'not inside literals, identifiers or comments');
+  t.equal(lexMysql(String.raw`SELECT '\u0027', '\f', 'ok\n\%'`).undefinedEscapes, 2);
   t.equal(lexMysql("SELECT '-- not a comment', `#x` # yes").comments, 1);
   t.equal(lexMysql('SELECT /*! 1 */ 2 /*M! 3 */').comments, 2);
   t.equal(lexMysql("SELECT 'open").unterminated, true);

@@ -95,6 +95,10 @@ if (!(await mariadbAnswers())) {
       // the checker's parser decodes \u0027 to a quote and \u002f to a slash; the server does not
       [String.raw`SELECT 'a\u0027 \u002f*! , (SELECT group_concat(value) FROM secrets) AS other */ -- ' AS b FROM orders`, 400],
       [String.raw`SELECT 'x\u005c' AS b, ' AS c FROM secrets -- ' AS d FROM orders`, 400],
+      // `--1` is a comment to the checker's parser and two minus signs to the server
+      [String.raw`SELECT 'a\u0027 --1, (SELECT group_concat(value) FROM secrets) AS x
+, \u0027a' AS c FROM orders --'a','a'`, 400],
+      ['SELECT 1 --1, (SELECT group_concat(value) FROM secrets) AS x\nFROM orders', 400],
       ['SELECT 1 AS x /*M! , (SELECT value FROM secrets) */ FROM orders', 403],
       ['DELETE FROM orders', 403],
       ['SELECT nope FROM orders', 400],

@@ -16,9 +16,22 @@ export interface MysqlLexed {
   readonly comments: number;
   /** a literal, quoted identifier or block comment that never ends */
   readonly unterminated: boolean;
+  /**
+   * backslash escapes in literals that MySQL does not define (`\u`, `\f`, …): the server reads
+   * the letter alone, the checker's parser may decode them into other characters
+   */
+  readonly undefinedEscapes: number;
+  /**
+   * `--` not followed by whitespace, outside literals: two minus signs to the server, the start of
+   * a comment to the checker's parser, which would not see the rest of the line
+   */
+  readonly bareDashes: number;
 }
 
 const ESCAPES: Record<string, string> = { '0': '\u0000', "'": "'", '"': '"', b: '\b', n: '\n', r: '\r', t: '\t', Z: '\u001a', '\\': '\\' };
+
+/** escapes MySQL defines; `\%` and `\_` keep their backslash (LIKE escapes) */
+const DEFINED_ESCAPES = new Set([...Object.keys(ESCAPES), '%', '_']);
 
 /** `-- ` starts a comment only when followed by whitespace or a control character (or the end). */
 function dashComment(sql: string, i: number): boolean {
@@ -30,6 +43,8 @@ function dashComment(sql: string, i: number): boolean {
 export function lexMysql(sql: string): MysqlLexed {
   const literals: string[] = [];
   let comments = 0;
+  let undefinedEscapes = 0;
+  let bareDashes = 0;
   let i = 0;
   const n = sql.length;
   while (i < n) {
@@ -42,6 +57,7 @@ export function lexMysql(sql: string): MysqlLexed {
         const d = sql[i] as string;
         if (d === '\\' && i + 1 < n) {
           const e = sql[i + 1] as string;
+          if (!DEFINED_ESCAPES.has(e)) undefinedEscapes++;
           // \% and \_ keep their backslash (they are LIKE escapes); any other unknown escape is the character itself
           value += e === '%' || e === '_' ? `\\${e}` : (ESCAPES[e] ?? e);
           i += 2;
@@ -60,7 +76,7 @@ export function lexMysql(sql: string): MysqlLexed {
         value += d;
         i++;
       }
-      if (!closed) return { literals, comments, unterminated: true };
+      if (!closed) return { literals, comments, unterminated: true, undefinedEscapes, bareDashes };
       literals.push(value);
       continue;
     }
@@ -79,7 +95,7 @@ export function lexMysql(sql: string): MysqlLexed {
         }
         i++;
       }
-      if (!closed) return { literals, comments, unterminated: true };
+      if (!closed) return { literals, comments, unterminated: true, undefinedEscapes, bareDashes };
       continue;
     }
     if (c === '#' || dashComment(sql, i)) {
@@ -87,14 +103,19 @@ export function lexMysql(sql: string): MysqlLexed {
       while (i < n && sql[i] !== '\n') i++;
       continue;
     }
+    if (c === '-' && sql[i + 1] === '-') {
+      bareDashes++;
+      i += 2;
+      continue;
+    }
     if (c === '/' && sql[i + 1] === '*') {
       comments++;
       const end = sql.indexOf('*/', i + 2);
-      if (end < 0) return { literals, comments, unterminated: true };
+      if (end < 0) return { literals, comments, unterminated: true, undefinedEscapes, bareDashes };
       i = end + 2;
       continue;
     }
     i++;
   }
-  return { literals, comments, unterminated: false };
+  return { literals, comments, unterminated: false, undefinedEscapes, bareDashes };
 }

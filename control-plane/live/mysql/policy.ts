@@ -448,6 +448,17 @@ export function checkMysql(sql: string, policy: MysqlPolicy): MysqlChecked {
   // executable comments and optimizer hints would be gone from what runs; refuse them so the
   // agent is never surprised, and so that nothing depends on how a comment is lexed
   if (/\/\*(?:[!+]|M!)/i.test(sql)) throw violation('executable comments and optimizer hints (/*! … */, /*M! … */, /*+ … */) are not allowed', { construct: 'executable comment' });
+  // where the server and the checker's parser would split the text differently, refuse before
+  // parsing: what the parser reads as a comment or an escaped character the server would run
+  const lexed = lexMysql(sql);
+  if (lexed.undefinedEscapes > 0) throw literalReadDifferently();
+  if (lexed.bareDashes > 0) {
+    throw new SqlPolicyError(
+      'invalid_sql',
+      "`--` not followed by a space is two minus signs to MySQL but the start of a comment to svc's MySQL checker, so it is not supported (nothing ran); write `- -1` for a double negation, or `-- ` (with a space) for a comment",
+      { reason: 'unsupported', construct: '--' },
+    );
+  }
   const stmts = parseMysql(sql);
   if (stmts.length !== 1) throw new SqlPolicyError('scope_violation', `exactly one statement can run per query; got ${stmts.length}`, { reason: 'multiple_statements' });
   const stmt = stmts[0] as Obj;
@@ -497,15 +508,17 @@ function assertServerReadsAsChecked(input: string, out: string, policy: MysqlPol
   for (const v of runs.literals) {
     const n = left.get(v) ?? 0;
     if (n > 0) left.set(v, n - 1);
-    else if (!ours.has(v)) {
-      throw new SqlPolicyError(
-        'invalid_sql',
-        "a string literal of this statement would be read differently by the server than by svc's MySQL checker (a backslash escape such as \\u or \\f that MySQL does not define), so it is not supported (nothing ran); write the literal without that escape",
-        { reason: 'unsupported', construct: 'string literal escape' },
-      );
-    }
+    else if (!ours.has(v)) throw literalReadDifferently();
   }
-  if (runs.comments > 0 || runs.unterminated) throw rewriteFailed();
+  if (runs.comments > 0 || runs.bareDashes > 0 || runs.undefinedEscapes > 0 || runs.unterminated) throw rewriteFailed();
+}
+
+function literalReadDifferently(): SqlPolicyError {
+  return new SqlPolicyError(
+    'invalid_sql',
+    "a string literal of this statement would be read differently by the server than by svc's MySQL checker (a backslash escape such as \\u or \\f that MySQL does not define), so it is not supported (nothing ran); write the literal without that escape",
+    { reason: 'unsupported', construct: 'string literal escape' },
+  );
 }
 
 function guard<T>(f: () => T): T {
