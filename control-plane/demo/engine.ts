@@ -69,6 +69,14 @@ export interface DemoEngine {
   close(): Promise<void>;
 }
 
+/**
+ * Whom a statement is shared (and held back) as: its organization, or for trial work its client
+ * address (many free organizations from one address are one tenant of the trial share).
+ */
+function tenantKey(q: DemoQuery): string {
+  return q.trial ? `trial:${q.address ?? q.tenant}` : q.tenant;
+}
+
 /** Run `work` once the fair gate admits the statement, within its deadline. */
 async function admitted<T>(gate: FairGate, q: DemoQuery, work: (deadline: number) => Promise<T>): Promise<T> {
   const deadline = Date.now() + q.timeoutMs;
@@ -76,8 +84,7 @@ async function admitted<T>(gate: FairGate, q: DemoQuery, work: (deadline: number
   try {
     // trial work is one class, and keyed by client address: many free organizations from one
     // address are one tenant of the trial share
-    const key = q.trial ? `trial:${q.address ?? q.tenant}` : q.tenant;
-    leave = await gate.acquire(key, q.timeoutMs, { trial: q.trial === true });
+    leave = await gate.acquire(tenantKey(q), q.timeoutMs, { trial: q.trial === true });
   } catch (err) {
     if (err instanceof GateError && err.code === 'GATE_ERR_TIMEOUT') {
       const whose = q.trial
@@ -338,9 +345,9 @@ export class EmbeddedDemoEngine implements DemoEngine {
   }
 
   async run(q: DemoQuery): Promise<ReadQueryResult> {
-    this.checkCooldown(q.tenant);
+    this.checkCooldown(tenantKey(q));
     return admitted(this.gate, q, async (deadline) => {
-      this.checkCooldown(q.tenant); // its earlier statement may have been stopped while this one waited
+      this.checkCooldown(tenantKey(q)); // its earlier statement may have been stopped while this one waited
       return this.runOn(await this.acquireSlot(deadline - Date.now(), q.timeoutMs), q, deadline);
     });
   }
@@ -357,7 +364,12 @@ export class EmbeddedDemoEngine implements DemoEngine {
       return;
     }
     const wait = Math.max(1, Math.ceil(Math.max(1000, max - age) / 1000));
-    throw new DemoQueryError('DEMO_ERR_COOLDOWN', `this organization's last statement ran past its deadline and the engine it held is being replaced; retry in ${wait} s`, { retryAfter: wait });
+    const whose = tenant.startsWith('trial:') ? 'a free-trial statement from this address' : "this organization's last statement";
+    throw new DemoQueryError(
+      'DEMO_ERR_COOLDOWN',
+      `${whose} cost a demo engine its worker (it ran past its deadline, or needed more memory than the engine has) and the replacement is still starting; nothing was run or charged: retry in ${wait} s`,
+      { retryAfter: wait },
+    );
   }
 
   /**
@@ -388,12 +400,14 @@ export class EmbeddedDemoEngine implements DemoEngine {
       return await slot.engine.read({ preamble: preamble(q), sql: q.sql, maxRows: q.maxRows, maxBytes: q.maxBytes, direct: q.direct });
     } catch (err) {
       if (timedOut) {
-        this.cooldown.set(q.tenant, Date.now());
+        this.cooldown.set(tenantKey(q), Date.now());
         throw new DemoQueryError('DEMO_ERR_TIMEOUT', `the statement ran past its ${q.timeoutMs} ms deadline and was cancelled`);
       }
       if (err instanceof EmbeddedError && (err.sqlState === '53200' || err.sqlState === '54000')) {
         // a value or row the engine cannot build (e.g. repeat('x', 600000000)); its WASM heap is
-        // not trusted with the next query: the engine is replaced (finally, below)
+        // not trusted with the next query: the engine is replaced (finally, below), and like a
+        // statement stopped at its deadline, its sender is held back until the replacement is warm
+        this.cooldown.set(tenantKey(q), Date.now());
         await slot.engine.terminate();
         throw new ApiError(
           'invalid_sql',
@@ -532,7 +546,8 @@ export class PostgresDemoEngine implements DemoEngine {
       }
       const e = err as { code?: string; message?: string; position?: string };
       if (e.code === '57014' || cancelled) throw new DemoQueryError('DEMO_ERR_TIMEOUT', `the statement ran past its ${q.timeoutMs} ms deadline and was cancelled at the database`, { sqlState: e.code });
-      if (typeof e.code === 'string') throw new DemoQueryError('DEMO_ERR_SQL', e.message ?? 'database error', { sqlState: e.code, position: e.position ? Number(e.position) : undefined });
+      // a database error has a SQLSTATE; a socket error's code (ECONNRESET…) means the source failed
+      if (err instanceof pg.DatabaseError && typeof e.code === 'string') throw new DemoQueryError('DEMO_ERR_SQL', e.message ?? 'database error', { sqlState: e.code, position: e.position ? Number(e.position) : undefined });
       broken = true;
       throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo database is unreachable');
     } finally {

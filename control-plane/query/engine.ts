@@ -18,7 +18,7 @@ import { relayPolicy, runOnRelay } from './relay.js';
 import { scopeSettings } from '../demo/load.js';
 import type { ColumnInfo, Row } from '../embedded/index.js';
 import { ApiError, isApiError } from '../errors.js';
-import type { Store } from '../store/index.js';
+import type { Sql, Store } from '../store/index.js';
 import { periodPredicate, SqlPolicyError, type ScopedTable, type SqlPolicy } from './sql/index.js';
 import { checkAndRewriteAsync } from './sql/offload.js';
 import { RunningQueries, stoppedError, type RunningQuery, type StopCause } from './running.js';
@@ -159,10 +159,23 @@ interface SettleRow {
 
 /**
  * SQLSTATE classes a server answers with before a statement runs: 42 (syntax error or access
- * rule violation: unknown column, permission denied), 0A (feature not supported), 26 and 34
- * (invalid statement or cursor name).
+ * rule violation: unknown column, permission denied), 0A (feature not supported), 25 (invalid
+ * transaction state: a write in a read-only transaction), 26 and 34 (invalid statement or cursor
+ * name).
  */
-const BEFORE_EXECUTION = /^(42|0A|26|34)/;
+const BEFORE_EXECUTION = /^(42|0A|25|26|34)/;
+/**
+ * SQLSTATE classes that are failures of the source itself, not of the statement: 08 (connection
+ * exception), 40 (transaction rollback: deadlock, serialization), 53 (insufficient resources),
+ * 57 (operator intervention: shutdown, cancel), 58 (system error), XX (internal error).
+ */
+const SOURCE_FAILURE = /^(08|40|53|57|58|XX)/;
+/** a SQLSTATE of a standard class (a socket error's code such as EPIPE is five letters too) */
+const SQLSTATE = /^(0[0-9A-Z]|[1-5][0-9A-Z]|72|F0|HV|P0|XX)[0-9A-Z]{3}$/;
+
+function statementFailed(sqlstate: unknown): boolean {
+  return typeof sqlstate === 'string' && SQLSTATE.test(sqlstate) && !BEFORE_EXECUTION.test(sqlstate) && !SOURCE_FAILURE.test(sqlstate);
+}
 
 /**
  * Whether a failed statement ran at its source (it used the engine or the database: a division
@@ -171,13 +184,12 @@ const BEFORE_EXECUTION = /^(42|0A|26|34)/;
  * refuses before running, what the server rejects before executing, and failures of the source
  * itself (unreachable, connection lost) are free.
  */
-function ranAtSource(err: unknown): boolean {
-  if (err instanceof DemoQueryError) return err.code === 'DEMO_ERR_SQL' && !BEFORE_EXECUTION.test(err.sqlState ?? '42');
+export function ranAtSource(err: unknown): boolean {
+  if (err instanceof DemoQueryError) return err.code === 'DEMO_ERR_SQL' && statementFailed(err.sqlState);
   if (!isApiError(err) || (err.code !== 'invalid_sql' && err.code !== 'scope_violation')) return false;
   const d = err.details ?? {};
   if (d['reason'] === 'row_too_large' || d['reason'] === 'message_too_large' || d['reason'] === 'out_of_memory') return true;
-  const sqlstate = d['sqlstate'];
-  return typeof sqlstate === 'string' && !BEFORE_EXECUTION.test(sqlstate);
+  return statementFailed(d['sqlstate']);
 }
 
 /** Longest error message answered: a database may quote whole values in its errors (16 MiB were seen). */
@@ -193,12 +205,14 @@ function capMessage(message: string): string {
 /**
  * The organization's other running trial queries hold what is left of its trial egress, and this
  * answer's first row does not fit in the part this query could hold: not a row too large for a
- * response, so `429` (retry when they finish), not charged.
+ * response, so `429` (retry when they finish). The statement ran, so it is charged the query
+ * price with no egress (otherwise one slow query kept running would make every other statement
+ * with a large first row free).
  */
 function trialEgressHeld(held: number, rowBytes: number | undefined): ApiError {
   return new ApiError(
     'rate_limited',
-    `this answer's first row${rowBytes !== undefined ? ` (${rowBytes} bytes)` : ''} does not fit in the ${held} bytes of trial egress this query could hold: this organization's other running trial queries hold the rest of its trial egress allowance. Nothing was charged; retry when they finish (GET /v1/agent/account/usage shows trial.egress_bytes_held)`,
+    `this answer's first row${rowBytes !== undefined ? ` (${rowBytes} bytes)` : ''} does not fit in the ${held} bytes of trial egress this query could hold: this organization's other running trial queries hold the rest of its trial egress allowance. The statement ran, so the query price was charged (no egress); retry when they finish (GET /v1/agent/account/usage shows trial.egress_bytes_held)`,
     { reason: 'trial_egress_held', held_bytes: held, ...(rowBytes !== undefined ? { row_bytes: rowBytes } : {}), retry_after_seconds: 1 },
     { 'Retry-After': '1' },
   );
@@ -229,14 +243,47 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
   const started = Date.now();
   const conn: ConnectionRow = await getConnection(deps.store, orgId, connectionId);
   const base = { type: 'query', org_id: orgId, ...auditedSql('sql', sqlText) };
-  const fail = async (err: unknown, extra: Record<string, unknown> = {}): Promise<never> => {
-    const api = translate(err);
-    const outcome = typeof extra['outcome'] === 'string' ? extra['outcome'] : api.status === 402 || api.status === 403 || api.status === 410 || api.status === 429 || api.code === 'invalid_sql' ? 'refused' : 'error';
-    const event = await deps.store.tx((sql) =>
-      appendEvent(sql, conn.id, { ...base, ...extra, outcome, error_code: api.code, duration_ms: Date.now() - started }),
-    );
-    const charged = typeof extra['cost_cents'] === 'number' ? { cost_cents: extra['cost_cents'], billed_to: extra['billed_to'] } : {};
+  let relayId: string | undefined; // the connection's relay, once its scopes are parsed
+  /**
+   * Answers an error, audited. With `money`, the reservation is given back (`refund`) or charged
+   * the query price with no egress (`charge`) in the same transaction as the audit event, so no
+   * money moves without its event. A charge is made under the connection's row lock: if the
+   * connection was revoked or expired, its key revoked or its relay deleted meanwhile, the
+   * statement is answered as stopped (410) and nothing is charged, as on the success path.
+   */
+  const fail = async (err: unknown, extra: Record<string, unknown> = {}, money?: { readonly reservation: Reservation; readonly kind: 'refund' | 'charge'; readonly stopped?: () => ApiError | undefined }): Promise<never> => {
+    let api = translate(err);
+    let fields = extra;
+    const { event, charged } = await deps.store.tx(async (sql) => {
+      let costNc: number | undefined;
+      if (money?.kind === 'charge') {
+        const gone = money.stopped?.() ?? (await stopCauseLocked(sql));
+        if (gone) {
+          await refund(sql, money.reservation);
+          api = gone;
+          fields = { ...extra, outcome: 'error' };
+        } else {
+          costNc = await settle(sql, money.reservation, 0);
+          fields = { ...extra, cost_cents: centsFromNc(costNc), billed_to: money.reservation.payer };
+        }
+      } else if (money) await refund(sql, money.reservation);
+      const outcome = typeof fields['outcome'] === 'string' ? fields['outcome'] : api.status === 402 || api.status === 403 || api.status === 410 || api.status === 429 || api.code === 'invalid_sql' ? 'refused' : 'error';
+      const event = await appendEvent(sql, conn.id, { ...base, ...fields, outcome, error_code: api.code, duration_ms: Date.now() - started });
+      return { event, charged: costNc === undefined ? {} : { cost_cents: centsFromNc(costNc), billed_to: money?.reservation.payer } };
+    });
     throw new ApiError(api.code, capMessage(api.message), { ...(api.details ?? {}), ...charged, audit_event_id: event.id }, api.headers);
+  };
+  /** the connection's state under its row lock: why it can no longer be answered, if it cannot */
+  const stopCauseLocked = async (sql: Sql): Promise<ApiError | undefined> => {
+    const [now] = await sql.query<SettleRow>(
+      `SELECT c.revoked_at, c.expires_at,
+              (SELECT k.revoked_at IS NOT NULL FROM agent_keys k WHERE k.id = $2) AS key_revoked,
+              (SELECT r.revoked_at IS NOT NULL FROM relays r WHERE r.id = $3) AS relay_revoked
+         FROM connections c WHERE c.id = $1 FOR UPDATE OF c`,
+      [conn.id, caller.keyId ?? null, relayId ?? null],
+    );
+    const cause = stopCause(now);
+    return cause ? stoppedError(conn.id, cause, relayId) : undefined;
   };
 
   let target: Target | undefined;
@@ -260,6 +307,7 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
     target = deps.catalogue.target(conn.target_id);
     if (!target) throw new ApiError('internal_error', 'the connection names a target that no longer exists');
     scopes = parseScopes(target, conn.scopes);
+    relayId = scopes.relay;
     if (target.kind === 'live' && target.id !== 'postgres-relay') {
       connector = deps.live.connector(target.id);
       if (!connector) {
@@ -308,27 +356,26 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
         );
       } else result = await untilStopped(runOnDemo(), running.signal);
     } catch (err) {
+      const ran = { tables: checked.tables, ...auditedSql('sql_executed', checked.sql) };
       const why = stopped();
       if (why) {
         // revoked, expired or its relay deleted while it ran: nothing is returned or charged
-        await deps.store.tx((sql) => refund(sql, reservation));
-        return fail(why, { tables: checked.tables, ...auditedSql('sql_executed', checked.sql), outcome: 'error' });
+        return fail(why, { ...ran, outcome: 'error' }, { reservation, kind: 'refund' });
       }
+      const charge = { reservation, kind: 'charge' as const, stopped };
       const rowTooLarge = isApiError(err) && err.code === 'invalid_sql' && err.details?.['reason'] === 'row_too_large';
       const rowBytes = rowTooLarge && typeof err.details?.['row_bytes'] === 'number' ? err.details['row_bytes'] : undefined;
       if (rowTooLarge && reservation.maxBytes < deps.limits.maxResultBytes && (rowBytes === undefined || rowBytes <= deps.limits.maxResultBytes)) {
-        // the row fits a response, only not the trial egress this query could hold beside its organization's others
-        await deps.store.tx((sql) => refund(sql, reservation));
-        return fail(trialEgressHeld(reservation.maxBytes, rowBytes), { tables: checked.tables, ...auditedSql('sql_executed', checked.sql) });
+        // the row fits a response, only not the trial egress this query could hold beside its
+        // organization's others: 429, and it ran, so charged the query price
+        return fail(trialEgressHeld(reservation.maxBytes, rowBytes), ran, charge);
       }
       if ((err instanceof DemoQueryError && err.code === 'DEMO_ERR_TIMEOUT' && err.started) || (isApiError(err) && err.code === 'query_timeout') || ranAtSource(err)) {
         // it held an engine or the database until its deadline, or ran there before it failed:
         // charged the query price, no egress
-        const costNc = await deps.store.tx((sql) => settle(sql, reservation, 0));
-        return fail(err, { tables: checked.tables, ...auditedSql('sql_executed', checked.sql), cost_cents: centsFromNc(costNc), billed_to: reservation.payer });
+        return fail(err, ran, charge);
       }
-      await deps.store.tx((sql) => refund(sql, reservation));
-      return fail(err, { tables: checked.tables, ...auditedSql('sql_executed', checked.sql) });
+      return fail(err, ran, { reservation, kind: 'refund' });
     }
 
     async function runOnLive(c: LiveConnector, q: PreparedLiveQuery): Promise<Awaited<ReturnType<LiveConnector['run']>>> {
@@ -382,33 +429,25 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
     const trialCut = result.truncated && reservation.maxBytes < deps.limits.maxResultBytes && result.rows.length < deps.limits.maxRows;
     if (result.truncated && result.rows.length === 0) {
       // not even the first row fitted: a trial hold too small beside the organization's other
-      // queries (retry), or a row too large for any response (it ran: charged)
-      if (trialCut) {
-        await deps.store.tx((sql) => refund(sql, reservation));
-        return fail(trialEgressHeld(reservation.maxBytes, undefined), { tables: checked.tables, ...auditedSql('sql_executed', checked.sql) });
-      }
-      const costNc = await deps.store.tx((sql) => settle(sql, reservation, 0));
+      // queries (429, retry), or a row too large for any response (400); it ran: charged either
+      // way (unless it was stopped meanwhile)
+      const ran = { tables: checked.tables, ...auditedSql('sql_executed', checked.sql) };
+      const charge = { reservation, kind: 'charge' as const, stopped };
+      if (trialCut) return fail(trialEgressHeld(reservation.maxBytes, undefined), ran, charge);
       return fail(
         new ApiError(
           'invalid_sql',
           `the first row of the result is larger than the ${reservation.maxBytes} bytes a response may hold; select fewer or shorter columns (e.g. left(column, 1000)) or filter the rows`,
           { reason: 'row_too_large', max_bytes: reservation.maxBytes },
         ),
-        { tables: checked.tables, ...auditedSql('sql_executed', checked.sql), cost_cents: centsFromNc(costNc), billed_to: reservation.payer },
+        ran,
+        charge,
       );
     }
     const settled = await deps.store.tx(async (sql) => {
       // the connection row is locked, so a revocation commits either before this (and the result is
       // refused) or after it (and this query is in the chain before connection.revoked)
-      const [now] = await sql.query<SettleRow>(
-        `SELECT c.revoked_at, c.expires_at,
-                (SELECT k.revoked_at IS NOT NULL FROM agent_keys k WHERE k.id = $2) AS key_revoked,
-                (SELECT r.revoked_at IS NOT NULL FROM relays r WHERE r.id = $3) AS relay_revoked
-           FROM connections c WHERE c.id = $1 FOR UPDATE OF c`,
-        [conn.id, caller.keyId ?? null, scopes.relay ?? null],
-      );
-      const cause = stopCause(now);
-      const gone = stopped() ?? (cause ? stoppedError(conn.id, cause, scopes.relay) : undefined);
+      const gone = stopped() ?? (await stopCauseLocked(sql));
       if (gone) return { gone };
       const costNc = await settle(sql, reservation, result.bytes);
       await sql.query('UPDATE connections SET queries = queries + 1, bytes_egressed = bytes_egressed + $2, last_query_at = $3 WHERE id = $1', [
@@ -433,10 +472,7 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
       });
       return { event, costNc };
     });
-    if ('gone' in settled) {
-      await deps.store.tx((sql) => refund(sql, reservation));
-      return fail(settled.gone, { tables: checked.tables, ...auditedSql('sql_executed', checked.sql), outcome: 'error' });
-    }
+    if ('gone' in settled) return fail(settled.gone, { tables: checked.tables, ...auditedSql('sql_executed', checked.sql), outcome: 'error' }, { reservation, kind: 'refund' });
     const { event, costNc } = settled;
 
     return {

@@ -61,6 +61,15 @@ export class RunningQueries {
   private readonly byConnection = new Map<string, Set<Entry>>();
   private watchTimer: NodeJS.Timeout | undefined;
   private watching = false;
+  private closed = false;
+  /**
+   * Connections, keys and relays revoked in this process (or seen revoked by the watcher), so a
+   * query that passed its checks before the revocation and registers after it (it waited for
+   * its reservation) is stopped before it starts; bounded, oldest forgotten first (the settlement
+   * still refuses such a query).
+   */
+  private readonly revoked = new Map<string, (e: Entry) => ApiError>();
+  static readonly REMEMBERED = 10_000;
 
   /**
    * @param store read for revocations made elsewhere while statements run (none: this process's
@@ -80,6 +89,9 @@ export class RunningQueries {
     let set = this.byConnection.get(connectionId);
     if (!set) this.byConnection.set(connectionId, (set = new Set()));
     set.add(entry);
+    const known =
+      this.revoked.get(`c:${connectionId}`) ?? (opts.keyId ? this.revoked.get(`k:${opts.keyId}`) : undefined) ?? (opts.relayId ? this.revoked.get(`r:${opts.relayId}`) : undefined);
+    if (known) controller.abort(known(entry));
     this.watch();
     let ended = false;
     return {
@@ -99,17 +111,23 @@ export class RunningQueries {
 
   /** Stops every running query of `connectionId` and waits (briefly) until they have answered; returns how many. */
   async revoke(connectionId: string): Promise<number> {
-    return this.stop([...(this.byConnection.get(connectionId) ?? [])], (e) => stoppedError(e.connectionId, 'revoked'));
+    const error = (e: Entry): ApiError => stoppedError(e.connectionId, 'revoked');
+    this.remember(`c:${connectionId}`, error);
+    return this.stop([...(this.byConnection.get(connectionId) ?? [])], error);
   }
 
   /** Stops every running query through relay `relayId` (the relay was deleted). */
   async relayDeleted(relayId: string): Promise<number> {
-    return this.stop(this.entries((e) => e.relayId === relayId), (e) => stoppedError(e.connectionId, 'relay_deleted', relayId));
+    const error = (e: Entry): ApiError => stoppedError(e.connectionId, 'relay_deleted', relayId);
+    this.remember(`r:${relayId}`, error);
+    return this.stop(this.entries((e) => e.relayId === relayId), error);
   }
 
   /** Stops every running query sent with agent key `keyId` (the key was revoked). */
   async keyRevoked(keyId: string): Promise<number> {
-    return this.stop(this.entries((e) => e.keyId === keyId), (e) => stoppedError(e.connectionId, 'key_revoked'));
+    const error = (e: Entry): ApiError => stoppedError(e.connectionId, 'key_revoked');
+    this.remember(`k:${keyId}`, error);
+    return this.stop(this.entries((e) => e.keyId === keyId), error);
   }
 
   /** Running queries of `connectionId` (tests, metrics). */
@@ -119,8 +137,18 @@ export class RunningQueries {
 
   /** Stops the watcher (shutdown). */
   close(): void {
+    this.closed = true;
     if (this.watchTimer) clearTimeout(this.watchTimer);
     this.watchTimer = undefined;
+  }
+
+  private remember(key: string, error: (e: Entry) => ApiError): void {
+    this.revoked.delete(key);
+    this.revoked.set(key, error);
+    if (this.revoked.size > RunningQueries.REMEMBERED) {
+      const oldest = this.revoked.keys().next();
+      if (!oldest.done) this.revoked.delete(oldest.value);
+    }
   }
 
   private entries(match: (e: Entry) => boolean): Entry[] {
@@ -141,7 +169,7 @@ export class RunningQueries {
 
   /** While statements run, read the store for revocations made elsewhere. */
   private watch(): void {
-    if (!this.store || this.watchTimer || this.watching) return;
+    if (!this.store || this.watchTimer || this.watching || this.closed) return;
     this.watchTimer = setTimeout(() => void this.poll(), WATCH_INTERVAL_MS);
     this.watchTimer.unref();
   }

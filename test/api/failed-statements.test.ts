@@ -6,10 +6,12 @@
  * - A statement that ran at its source before it failed (a division by zero, a value the type
  *   cannot hold) used the engine: it is charged the query price with no egress, the error says
  *   so (`details.cost_cents`, `details.billed_to`), and it does not count as a refusal.
- * - A first row too large for any response is `400 invalid_sql` reason `row_too_large`, charged
- *   (it ran); a first row that fits a response but not the trial egress this query could hold
- *   beside its organization's other running trial queries is `429 rate_limited` reason
- *   `trial_egress_held`, not charged.
+ * - A first row too large for any response is `400 invalid_sql` reason `row_too_large`; a first
+ *   row that fits a response but not the trial egress this query could hold beside its
+ *   organization's other running trial queries is `429 rate_limited` reason
+ *   `trial_egress_held`. Both ran: charged the query price.
+ * - A charge is made in the same transaction as the audit event, under the connection's row
+ *   lock: a statement that fails after its key was revoked is answered 410 and not charged.
  * - A database error that quotes a huge value is answered with its message cut to 2,000
  *   characters.
  */
@@ -77,7 +79,7 @@ t.test('a runtime failure is charged and not a refusal; a rejected statement is 
   t.ok(events.filter((e) => e.type === 'query').length >= 10, 'every statement is audited');
 });
 
-t.test('first row too large: for any response 400 (charged); for this trial query beside others 429 (free)', async (t) => {
+t.test('first row too large: for any response 400; for this trial query beside others 429; both charged', async (t) => {
   const a = await signupAgent(srv.url, 'Row Org');
   const conn = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:patients']);
   const q = (sql: string) => api<Body>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql } });
@@ -96,9 +98,12 @@ t.test('first row too large: for any response 400 (charged); for this trial quer
   t.equal(beside.status, 429, beside.text);
   t.equal(beside.body.error?.code, 'rate_limited');
   t.equal(beside.body.error?.details?.['reason'], 'trial_egress_held');
-  t.notOk(beside.body.error?.details && 'cost_cents' in beside.body.error.details, 'not charged');
+  // it ran: charged the query price (else one slow query kept running would make every other
+  // statement with a large first row free and unlimited)
+  t.equal(beside.body.error?.details?.['cost_cents'], 0.5, 'it ran: charged the query price');
   const u1 = await usage(a.key);
-  t.equal(u1.trial.queries_left, u0.trial.queries_left, 'the trial query was given back');
+  t.equal(u1.trial.queries_left, u0.trial.queries_left - 1, 'one trial query used');
+  t.equal(u1.trial.egress_bytes_left, u0.trial.egress_bytes_left, 'no egress charged');
   t.equal(u1.trial.egress_bytes_held, 1000, 'its hold was given back');
 
   // alone, the same row fits the response
@@ -122,4 +127,39 @@ t.test('a database error quoting a huge value is cut to 2,000 characters', async
   t.ok(message.length > 1000 && message.length < 2100, `message length ${message.length}`);
   t.match(message, /more characters not shown\)$/);
   t.equal(r.body.error?.details?.['cost_cents'], 0.5, 'it ran at the database: charged');
+});
+
+t.test('every charged failure has its audit event, with the charge', async (t) => {
+  const a = await signupAgent(srv.url, 'Audit Org');
+  const conn = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:patients']);
+  const r = await api<Body>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: 'SELECT count(*) / (count(*) - count(*)) AS n FROM patients' } });
+  t.equal(r.status, 400, r.text);
+  const id = r.body.error?.details?.['audit_event_id'];
+  const events = (await api<{ events: { id: string; type: string; outcome: string; cost_cents?: number; billed_to?: string; error_code?: string }[] }>(srv.url, 'GET', `/v1/connections/${conn}/audit`, { key: a.key })).body.events;
+  const event = events.find((e) => e.id === id);
+  t.ok(event, 'the answer names its audit event');
+  t.equal(event?.cost_cents, 0.5, 'the event holds the charge');
+  t.equal(event?.billed_to, 'trial');
+  t.equal(event?.error_code, 'invalid_sql');
+});
+
+t.test('a statement that fails after its key was revoked (in the store, as the dashboard does) is 410, not charged', async (t) => {
+  const a = await signupAgent(srv.url, 'Revoked Key Org');
+  const conn = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:patients']);
+  const before = await usage(a.key);
+  // runs for a while on the engine, then divides by zero
+  const sent = api<Body>(srv.url, 'POST', `/v1/connections/${conn}/query`, {
+    key: a.key,
+    body: { sql: 'SELECT count(*) / (count(*) - count(*)) AS n FROM patients x, patients y, (SELECT 1 FROM patients LIMIT 20) z' },
+  });
+  await new Promise((r) => setTimeout(r, 50));
+  await srv.svc.store.query('UPDATE agent_keys SET revoked_at = $2 WHERE org_id = $1', [a.orgId, new Date().toISOString()]);
+  const r = await sent;
+  t.equal(r.status, 410, r.text);
+  t.equal(r.body.error?.code, 'connection_revoked');
+  t.equal(r.body.error?.details?.['cause'], 'key_revoked');
+  t.notOk(r.body.error?.details && 'cost_cents' in r.body.error.details, 'not charged');
+  const [org] = await srv.svc.store.query<{ q: number; held: number | string }>('SELECT trial_queries_used AS q, trial_egress_held AS held FROM orgs WHERE id = $1', [a.orgId]);
+  t.equal(Number(org?.q), 100 - before.trial.queries_left, 'the trial query was given back');
+  t.equal(Number(org?.held), 0, 'and its egress hold');
 });

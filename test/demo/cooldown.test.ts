@@ -92,3 +92,24 @@ t.test('when no replacement could be started, the hold ends after cooldownMs', a
   t.same(back.rows, [{ one: 1 }], 'served by the remaining worker once the hold ends');
   t.equal(engine.size, 1, 'no replacement started');
 });
+
+t.test('a value too large to build costs the worker too: its sender is held back; free work is held back by address', async (t) => {
+  const engine = await EmbeddedDemoEngine.start(await demoImage(), { min: 2, max: 2, cooldownMs: 5_000 });
+  t.teardown(() => engine.close());
+  const free = (tenant: string, sql: string): DemoQuery => ({ ...query(tenant, sql), trial: true, address: '203.0.113.7' });
+  const oom = await engine.run(free('org_free_1', "SELECT repeat('x', 600000000) AS v")).then(
+    () => undefined,
+    (err: unknown) => err,
+  );
+  t.match(oom, { code: 'invalid_sql', details: { reason: 'out_of_memory' } }, 'out of memory');
+  // another free organization from the same address is the same tenant of the trial share
+  const sibling = await engine.run(free('org_free_2', 'SELECT 1 AS one')).then(
+    () => undefined,
+    (err: unknown) => err,
+  );
+  t.ok(sibling instanceof DemoQueryError && sibling.code === 'DEMO_ERR_COOLDOWN', `a free organization from the same address is held back (${String(sibling)})`);
+  t.match(String((sibling as Error).message), /from this address/);
+  // a free organization from another address, and a paying one, are served
+  t.same((await engine.run({ ...query('org_free_3', 'SELECT 1 AS one'), trial: true, address: '198.51.100.9' })).rows, [{ one: 1 }]);
+  t.same((await engine.run(query('org_paying', 'SELECT 1 AS one'))).rows, [{ one: 1 }]);
+});

@@ -1,0 +1,42 @@
+/**
+ * The in-process registry of running statements: a query that passed its checks before its
+ * connection, key or relay was revoked here, and registers after (it waited for its reservation),
+ * is stopped before it starts; a closed registry does not watch the store again.
+ */
+import t from 'tap';
+import { RunningQueries } from '../../control-plane/query/running.js';
+
+const later = new Date(Date.now() + 3_600_000);
+
+t.test('a query registered after its connection, key or relay was revoked is stopped at once', async (t) => {
+  const running = new RunningQueries();
+  t.equal(await running.revoke('conn_a'), 0, 'nothing was running');
+  const a = running.start('conn_a', { expiresAt: later });
+  t.equal(a.signal.aborted, true, 'connection revoked before it registered');
+  t.equal(a.reason()?.status, 410);
+  t.match(a.reason()?.details, { cause: 'revoked' });
+  a.done();
+
+  await running.keyRevoked('key_1');
+  const k = running.start('conn_b', { expiresAt: later, keyId: 'key_1' });
+  t.match(k.reason()?.details, { cause: 'key_revoked' });
+  k.done();
+
+  await running.relayDeleted('rly_1');
+  const r = running.start('conn_c', { expiresAt: later, relayId: 'rly_1' });
+  t.match(r.reason()?.details, { cause: 'relay_deleted', relay_id: 'rly_1' });
+  r.done();
+
+  const other = running.start('conn_d', { expiresAt: later, keyId: 'key_2', relayId: 'rly_2' });
+  t.equal(other.signal.aborted, false, 'others run');
+  other.done();
+  running.close();
+});
+
+t.test('what it remembers is bounded', async (t) => {
+  const running = new RunningQueries();
+  for (let i = 0; i <= RunningQueries.REMEMBERED; i++) await running.revoke(`conn_${i}`);
+  t.equal(running.start('conn_0', { expiresAt: later }).signal.aborted, false, 'the oldest is forgotten (the settlement still refuses it)');
+  t.equal(running.start(`conn_${RunningQueries.REMEMBERED}`, { expiresAt: later }).signal.aborted, true, 'the newest is remembered');
+  running.close();
+});
