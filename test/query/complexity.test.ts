@@ -156,6 +156,39 @@ t.test('the check worker serves organizations in turn: a flood from one waits be
   t.ok(order.indexOf('other') <= 2, `the other organization's statement was checked third at the latest, not seventh: ${order.join(', ')}`);
 });
 
+t.test('short statements are not held behind many organizations flooding large ones (deficit round-robin by length)', async (t) => {
+  const { checkMysqlAsync } = await import('../../control-plane/query/sql/offload.js');
+  const { mysqlPolicy } = await import('../../control-plane/live/mysql/policy.js');
+  const policy = mysqlPolicy({ read: new Set(['orders']), filters: [], periods: [], relay: undefined, normalized: ['read:orders'] });
+  const big = `SELECT 1 FROM orders WHERE id IN (${Array.from({ length: 2000 }, () => '1').join(',')})`;
+  const order: string[] = [];
+  // eight organizations (free signups, say) with two large statements each, queued first
+  const flood = Array.from({ length: 16 }, (_, i) => checkMysqlAsync(big, policy, `org_flood_${i % 8}`).then(() => order.push(`flood${i}`)));
+  const other = checkMysqlAsync('SELECT id FROM orders', policy, 'org_short').then(() => order.push('short'));
+  await Promise.all([...flood, other]);
+  t.ok(order.indexOf('short') <= 1, `the short statement was checked right after the one in the worker, not after eight organizations' turns: ${order.join(', ')}`);
+});
+
+t.test('a check that holds the worker past its time limit is answered too_complex, and the worker is replaced', async (t) => {
+  const { checkMysqlAsync, setCheckTimeout } = await import('../../control-plane/query/sql/offload.js');
+  const { mysqlPolicy } = await import('../../control-plane/live/mysql/policy.js');
+  const policy = mysqlPolicy({ read: new Set(['orders']), filters: [], periods: [], relay: undefined, normalized: ['read:orders'] });
+  const previous = setCheckTimeout(100);
+  t.teardown(() => void setCheckTimeout(previous));
+  const slow = `SELECT * FROM orders WHERE id IN (${Array.from({ length: 10_000 }, (_, i) => i).join(',')})`; // over a second
+  const slowCheck = checkMysqlAsync(slow, policy, 'org_slow');
+  const waiting = checkMysqlAsync('SELECT id FROM orders', policy, 'org_waiting');
+  const refused = await slowCheck.then(
+    () => undefined,
+    (err: unknown) => err,
+  );
+  t.match(refused, { code: 'invalid_sql', detail: { reason: 'too_complex' } }, 'too_complex');
+  t.match(String((refused as Error).message), /longer than 0.1 s to check/);
+  setCheckTimeout(previous);
+  t.match((await waiting).sql, /SELECT `id` FROM/, 'the check waiting behind it ran on a new worker');
+  t.match((await checkMysqlAsync('SELECT id FROM orders', policy, 'org_after')).sql, /SELECT `id` FROM/);
+});
+
 t.test('a large MySQL-dialect statement is checked off the event loop (the PostgreSQL dialect: the flood above)', async (t) => {
   const { checkMysqlAsync } = await import('../../control-plane/query/sql/offload.js');
   const { mysqlPolicy } = await import('../../control-plane/live/mysql/policy.js');
