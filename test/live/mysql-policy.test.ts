@@ -5,6 +5,9 @@
 import t from 'tap';
 import type { ParsedScopes } from '../../control-plane/catalogue/index.js';
 import { checkMysql, mysqlPolicy } from '../../control-plane/live/mysql/policy.js';
+import { lexMysql } from '../../control-plane/live/mysql/lexer.js';
+
+const lexMysqlDepth = (sql: string): number => lexMysql(sql).specialDepth;
 
 const scopes = (read: string[], filters: ParsedScopes['filters'] = []): ParsedScopes => ({ read: new Set(read), periods: [], relay: undefined, filters, normalized: [] });
 const policy = mysqlPolicy(scopes(['orders', 'shop.customers'], [{ table: 'shop.customers', column: 'tenant', value: "o'brien" }]));
@@ -121,8 +124,29 @@ t.test('literals the parser reads differently from the server are refused: no SQ
   t.match(filtered.sql, /X'6f27627269656e'/, "the scope's own filter literal is allowed");
 });
 
+t.test('nesting the parser takes exponential time to check is refused before parsing', async (t) => {
+  // 16 nested CASTs (244 bytes) held the check for minutes; 7 nested CAST(… AS SIGNED) 28 s
+  for (const sql of [
+    `SELECT ${'CAST('.repeat(16)}id${' AS CHAR)'.repeat(16)} FROM orders`,
+    `SELECT ${'CAST('.repeat(3)}id${' AS SIGNED)'.repeat(3)} AS x FROM orders`,
+    'SELECT CAST(abs(CAST(abs(CAST(id AS SIGNED)) AS SIGNED)) AS SIGNED) AS x FROM orders',
+    `SELECT ${'TRIM('.repeat(12)}name${')'.repeat(12)} AS x FROM orders`,
+    `SELECT ${'('.repeat(65)}id${')'.repeat(65)} AS x FROM orders`,
+  ]) {
+    const started = performance.now();
+    const r = refused(sql);
+    t.equal(r.code, 'invalid_sql', `${sql.slice(0, 40)}…: invalid_sql`);
+    t.equal(r.reason, 'too_complex');
+    t.ok(performance.now() - started < 50, 'at once, before parsing');
+  }
+  t.match(refused(`SELECT ${'CAST('.repeat(3)}id${' AS SIGNED)'.repeat(3)} AS x FROM orders`).message, /nested at most 2 deep.*subquery or CTE/);
+  // what is allowed still checks
+  t.match(checkMysql('SELECT TRIM(CAST(id AS CHAR)) AS a, CAST(id AS SIGNED) + CAST(id AS SIGNED) AS b FROM orders', policy).sql, /TRIM/);
+  t.match(checkMysql(`SELECT ${'abs('.repeat(60)}id${')'.repeat(60)} AS x FROM orders`, policy).sql, /abs/i);
+  t.equal(lexMysqlDepth("SELECT CAST ('(' AS CHAR), `CAST(`, cast(trim(x))"), 2, "literals and identifiers do not count; a name's case does not matter");
+});
+
 t.test('the server lexer: literals as MySQL decodes them, comments as MySQL sees them', async (t) => {
-  const { lexMysql } = await import('../../control-plane/live/mysql/lexer.js');
   t.same(lexMysql(String.raw`SELECT 'a\u0027', 'it\'s', 'a''b', "d""q", 'x\\y', '\%\_', '\0\Z'`).literals, ['au0027', "it's", "a'b", 'd"q', 'x\\y', '\\%\\_', '\u0000\u001a']);
   t.equal(lexMysql('SELECT 1 -- x').comments, 1);
   t.equal(lexMysql('SELECT 1--1').comments, 0, '-- without a space is two minus signs');

@@ -26,7 +26,17 @@ export interface MysqlLexed {
    * a comment to the checker's parser, which would not see the rest of the line
    */
   readonly bareDashes: number;
+  /** deepest nesting of parentheses */
+  readonly parenDepth: number;
+  /**
+   * deepest nesting of calls with a syntax of their own (`CAST(… AS …)`, `CONVERT`, `TRIM`, …):
+   * the checker's parser backtracks through them in time exponential in their nesting
+   */
+  readonly specialDepth: number;
 }
+
+/** calls the checker's parser takes exponential time to nest (measured: CAST ×3 a level) */
+const SPECIAL_CALLS = new Set(['CAST', 'CONVERT', 'TRIM', 'SUBSTRING', 'SUBSTR', 'EXTRACT', 'POSITION', 'CHAR']);
 
 const ESCAPES: Record<string, string> = { '0': '\u0000', "'": "'", '"': '"', b: '\b', n: '\n', r: '\r', t: '\t', Z: '\u001a', '\\': '\\' };
 
@@ -45,6 +55,13 @@ export function lexMysql(sql: string): MysqlLexed {
   let comments = 0;
   let undefinedEscapes = 0;
   let bareDashes = 0;
+  let parenDepth = 0;
+  let specialDepth = 0;
+  /** for each open parenthesis, whether it opened a special call */
+  const parens: boolean[] = [];
+  let specials = 0;
+  /** the word just before, if it names a special call */
+  let special = false;
   let i = 0;
   const n = sql.length;
   while (i < n) {
@@ -76,7 +93,7 @@ export function lexMysql(sql: string): MysqlLexed {
         value += d;
         i++;
       }
-      if (!closed) return { literals, comments, unterminated: true, undefinedEscapes, bareDashes };
+      if (!closed) return { literals, comments, unterminated: true, undefinedEscapes, bareDashes, parenDepth, specialDepth };
       literals.push(value);
       continue;
     }
@@ -95,7 +112,7 @@ export function lexMysql(sql: string): MysqlLexed {
         }
         i++;
       }
-      if (!closed) return { literals, comments, unterminated: true, undefinedEscapes, bareDashes };
+      if (!closed) return { literals, comments, unterminated: true, undefinedEscapes, bareDashes, parenDepth, specialDepth };
       continue;
     }
     if (c === '#' || dashComment(sql, i)) {
@@ -103,6 +120,28 @@ export function lexMysql(sql: string): MysqlLexed {
       while (i < n && sql[i] !== '\n') i++;
       continue;
     }
+    if (/[A-Za-z_$]/.test(c)) {
+      let j = i + 1;
+      while (j < n && /[A-Za-z0-9_$]/.test(sql[j] as string)) j++;
+      special = SPECIAL_CALLS.has(sql.slice(i, j).toUpperCase());
+      i = j;
+      continue;
+    }
+    if (c === '(') {
+      parens.push(special);
+      if (special) specialDepth = Math.max(specialDepth, ++specials);
+      parenDepth = Math.max(parenDepth, parens.length);
+      special = false;
+      i++;
+      continue;
+    }
+    if (c === ')') {
+      if (parens.pop() === true) specials--;
+      special = false;
+      i++;
+      continue;
+    }
+    if (c > ' ') special = false; // only whitespace may stand between a call's name and its parenthesis
     if (c === '-' && sql[i + 1] === '-') {
       bareDashes++;
       i += 2;
@@ -111,11 +150,11 @@ export function lexMysql(sql: string): MysqlLexed {
     if (c === '/' && sql[i + 1] === '*') {
       comments++;
       const end = sql.indexOf('*/', i + 2);
-      if (end < 0) return { literals, comments, unterminated: true, undefinedEscapes, bareDashes };
+      if (end < 0) return { literals, comments, unterminated: true, undefinedEscapes, bareDashes, parenDepth, specialDepth };
       i = end + 2;
       continue;
     }
     i++;
   }
-  return { literals, comments, unterminated: false, undefinedEscapes, bareDashes };
+  return { literals, comments, unterminated: false, undefinedEscapes, bareDashes, parenDepth, specialDepth };
 }
