@@ -163,3 +163,15 @@ t.test('a statement that fails after its key was revoked (in the store, as the d
   t.equal(Number(org?.q), 100 - before.trial.queries_left, 'the trial query was given back');
   t.equal(Number(org?.held), 0, 'and its egress hold');
 });
+
+t.test('a whole table cast into an error message is not a way around egress and billing', async (t) => {
+  const a = await signupAgent(srv.url, 'Exfil Org');
+  const conn = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:encounters']);
+  const before = await usage(a.key);
+  const r = await api<Body>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: "SELECT (string_agg(e::text, ','))::int AS n FROM encounters e" } });
+  t.equal(r.status, 400, r.text.slice(0, 300));
+  t.ok(r.text.length < 4000, `the answer is ${r.text.length} bytes (the table is about 1.5 MB)`);
+  t.equal(r.body.error?.details?.['cost_cents'], 0.5, 'it ran: charged');
+  const after = await usage(a.key);
+  t.equal(before.trial.queries_left - after.trial.queries_left, 1);
+});

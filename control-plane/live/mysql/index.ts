@@ -109,6 +109,9 @@ export class MysqlConnector implements LiveConnector {
       connectTimeout: Math.max(100, Math.min(5000, deadline - Date.now())),
       multipleStatements: false,
       flags: ['-LOCAL_FILES', '-MULTI_STATEMENTS'],
+      // rows are read by mysql2's static parser: no code is generated from the server's column
+      // names, and a column named __proto__ is read like any other (the generated parser refused it)
+      disableEval: true,
       supportBigNumbers: true,
       bigNumberStrings: true,
       dateStrings: true,
