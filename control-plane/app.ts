@@ -9,7 +9,7 @@ import { Catalogue } from './catalogue/index.js';
 import type { Config } from './config.js';
 import { startDemoEngine, type DemoEngine } from './demo/engine.js';
 import { registerAuth } from './http/auth.js';
-import { clientErrorHandler, registerErrorHandling } from './http/errors.js';
+import { clientErrorHandler, frameworkErrors, registerErrorHandling } from './http/errors.js';
 import { registerJsonParser, registerStringGuard } from './http/strings.js';
 import { RunningQueries } from './query/running.js';
 import { registerRateLimits } from './http/rate-limit.js';
@@ -37,6 +37,9 @@ import { closeRestEngines } from './live/rest/index.js';
 import { credentialRoutes } from './routes/credentials.js';
 import { initSqlParser } from './query/sql/index.js';
 import { openStore, type Store } from './store/index.js';
+
+/** The longest a client may take to send a whole request (headers and body). */
+export const REQUEST_TIMEOUT_MS = 30_000;
 
 export interface BuildOptions {
   /** a dumped, migrated embedded store for a fresh data dir (tests) */
@@ -105,6 +108,10 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     // a request Node's HTTP parser refuses (headers too large, a malformed request line) still gets
     // the contract's error body
     clientErrorHandler,
+    frameworkErrors,
+    // the whole request (headers and body) must arrive within this, else 408 (a body trickled
+    // a byte at a time held its socket for Node's default 300 s)
+    requestTimeout: REQUEST_TIMEOUT_MS,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   // closing: new requests get the contract's 503; running queries are waited for

@@ -56,6 +56,8 @@ export function toApiError(err: FastifyError & { validation?: ValidationIssue[];
       return new ApiError('invalid_request', 'the body is empty; send a JSON object', { field: 'body' });
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return new ApiError('invalid_request', 'Content-Length does not match the body');
+    case 'FST_ERR_BAD_URL':
+      return new ApiError('invalid_request', 'the request path is not valid: a percent-encoded byte sequence is not UTF-8', { in: 'path' });
     default:
       break;
   }
@@ -67,6 +69,14 @@ export function toApiError(err: FastifyError & { validation?: ValidationIssue[];
   if (status === 415) return new ApiError('unsupported_media_type', 'send the body as JSON with Content-Type: application/json');
   if (status >= 400 && status < 500) return new ApiError('invalid_request', err.message || 'the request is invalid');
   return new ApiError('internal_error', 'an unexpected error occurred; retry, and quote the request_id if it persists');
+}
+
+/**
+ * Errors fastify raises before routing (a path that does not decode, FST_ERR_BAD_URL), which the
+ * error handler does not see: the same contract body.
+ */
+export function frameworkErrors(error: FastifyError, req: FastifyRequest, reply: FastifyReply): void {
+  void sendError(reply, req, toApiError(error));
 }
 
 export function registerErrorHandling(app: FastifyInstance): void {

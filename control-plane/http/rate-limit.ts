@@ -62,7 +62,7 @@ export function registerRateLimits(app: FastifyInstance, limits: RateLimits): vo
       wait = keys.take(req.principal.keyId);
       what = `more than ${limits.perKeyPerSecond} requests per second with this agent key`;
     } else if (signups && req.method === 'POST' && req.routeOptions.url === '/v1/agent/account') {
-      wait = signups.take(req.ip);
+      wait = signups.take(clientKey(req.ip));
       what = `more than ${limits.signupsPerMinute} signups per minute from this address`;
     }
     if (wait > 0) {
@@ -101,4 +101,23 @@ export class RefusalBudget {
   charge(keyId: string): void {
     this.buckets?.take(keyId);
   }
+}
+
+/**
+ * Whom per-address limits count a client as: its IPv4 address (an IPv4-mapped IPv6 address is
+ * the IPv4 one), or its IPv6 /64 (one subscriber's network: an attacker holding a /64 has 2^64
+ * addresses, so counting each alone would be no limit).
+ */
+export function clientKey(ip: string): string {
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
+  if (mapped) return mapped[1] as string;
+  if (!ip.includes(':')) return ip;
+  const [head = '', tail = ''] = ip.split('%')[0]?.split('::') ?? [];
+  const left = head ? head.split(':') : [];
+  const right = tail ? tail.split(':') : [];
+  const groups = ip.includes('::') ? [...left, ...Array.from({ length: Math.max(0, 8 - left.length - right.length) }, () => '0'), ...right] : left;
+  return `${groups
+    .slice(0, 4)
+    .map((g) => (parseInt(g || '0', 16) || 0).toString(16))
+    .join(':')}::/64`;
 }

@@ -124,11 +124,29 @@ export function parseJsonBody(text: string): unknown {
   return parsed;
 }
 
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
+
+/**
+ * The body as text: JSON is UTF-8 (RFC 8259); a declared charset other than UTF-8 is `415`, bytes
+ * that are not UTF-8 are `400` (never decoded into U+FFFD and run).
+ */
+export function decodeJsonBody(contentType: string | undefined, body: Buffer): string {
+  const charset = /;\s*charset\s*=\s*"?([^";\s]+)"?/i.exec(contentType ?? '')?.[1]?.toLowerCase();
+  if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
+    throw new ApiError('unsupported_media_type', `the body is declared as ${charset}; send JSON in UTF-8 (Content-Type: application/json or application/json; charset=utf-8)`);
+  }
+  try {
+    return utf8.decode(body);
+  } catch {
+    throw new ApiError('invalid_request', 'the body is not valid UTF-8; send JSON encoded as UTF-8', { field: 'body' });
+  }
+}
+
 export function registerJsonParser(app: FastifyInstance): void {
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
     try {
-      done(null, parseJsonBody(typeof body === 'string' ? body : body.toString('utf8')));
+      done(null, parseJsonBody(decodeJsonBody(req.headers['content-type'], typeof body === 'string' ? Buffer.from(body, 'utf8') : body)));
     } catch (err) {
       done(err as Error, undefined);
     }

@@ -1,7 +1,7 @@
 import { Type } from 'typebox';
 import { connectionRecord, createConnection, getConnection, listConnections, revokeConnection, TTL_MAX, TTL_MIN } from '../connections/index.js';
 import { principalOf } from '../http/auth.js';
-import { RefusalBudget } from '../http/rate-limit.js';
+import { clientKey, RefusalBudget } from '../http/rate-limit.js';
 import { isApiError } from '../errors.js';
 import { runQuery } from '../query/engine.js';
 import { type App, type Services, ErrorSchema, errors, queryDeps } from './context.js';
@@ -91,7 +91,7 @@ export function connectionRoutes(app: App, s: Services): void {
       const { orgId, keyId } = principalOf(req);
       refusals.check(keyId);
       try {
-        return await s.track(() => runQuery(queryDeps(s), orgId, req.params.connection_id, req.body.sql, { address: req.ip, keyId }));
+        return await s.track(() => runQuery(queryDeps(s), orgId, req.params.connection_id, req.body.sql, { address: clientKey(req.ip), keyId }));
       } catch (err) {
         // refused statements cost nothing, so they count against the key's budget; a statement that
         // ran at its source before it failed was charged instead

@@ -163,3 +163,45 @@ t.test('a database credential whose host is a socket path is refused at registra
     t.notMatch(r.text, /var|tmp|mysqld/, 'the secret is not echoed');
   }
 });
+
+t.test('a path that does not decode, a non-UTF-8 charset and bytes that are not UTF-8 are refused in the error shape', async (t) => {
+  const a = await signupAgent(srv.url, 'Bytes Org');
+  const badPath = await fetch(`${srv.url}/v1/connections/%ED%A0%80`, { headers: { authorization: `Bearer ${a.key}` } });
+  t.equal(badPath.status, 400);
+  const badPathBody = (await badPath.json()) as unknown;
+  t.equal(errorOf(badPathBody)?.code, 'invalid_request', 'the contract body, not fastify default');
+  t.type((badPathBody as { error?: { request_id?: unknown } }).error?.request_id, 'string');
+
+  const post = (contentType: string, body: Buffer) =>
+    fetch(`${srv.url}/v1/connections`, { method: 'POST', headers: { authorization: `Bearer ${a.key}`, 'content-type': contentType }, body });
+  const utf16 = await post('application/json; charset=utf-16', Buffer.from(JSON.stringify({ target_id: 'demo-healthcare', scopes: ['read:patients'] }), 'utf16le'));
+  t.equal(utf16.status, 415, 'a charset other than UTF-8');
+  t.equal(errorOf(await utf16.json())?.code, 'unsupported_media_type');
+
+  const invalid = Buffer.concat([Buffer.from('{"target_id": "demo-healthcare", "scopes": ["read:pat'), Buffer.from([0xff, 0xfe]), Buffer.from('ients"]}')]);
+  const notUtf8 = await post('application/json', invalid);
+  t.equal(notUtf8.status, 400, 'bytes that are not UTF-8 are not decoded into U+FFFD');
+  const e = errorOf(await notUtf8.json());
+  t.equal(e?.code, 'invalid_request');
+  t.match(e?.message, /not valid UTF-8/);
+
+  const fine = await post('application/json; charset=UTF-8', Buffer.from(JSON.stringify({ target_id: 'demo-healthcare', scopes: ['read:patients'], ttl_seconds: 60 })));
+  t.equal(fine.status, 201, 'charset=UTF-8 in any case is fine');
+});
+
+t.test('per-address limits count an IPv6 /64 as one client', async (t) => {
+  const { clientKey } = await import('../../control-plane/http/rate-limit.js');
+  t.equal(clientKey('203.0.113.9'), '203.0.113.9');
+  t.equal(clientKey('::ffff:203.0.113.9'), '203.0.113.9', 'IPv4-mapped is the IPv4 address');
+  t.equal(clientKey('2001:db8:1:2:aaaa::1'), clientKey('2001:db8:1:2:ffff:ffff:ffff:ffff'), 'one /64');
+  t.not(clientKey('2001:db8:1:2::1'), clientKey('2001:db8:1:3::1'), 'another /64');
+  t.equal(clientKey('2001:db8::1'), '2001:db8:0:0::/64');
+  t.equal(clientKey('::1'), '0:0:0:0::/64');
+  t.equal(clientKey('fe80::1%eth0'), 'fe80:0:0:0::/64');
+});
+
+t.test('the server enforces a request timeout well under Node default (a trickled body held a socket for 300 s)', async (t) => {
+  const { REQUEST_TIMEOUT_MS } = await import('../../control-plane/app.js');
+  t.ok(REQUEST_TIMEOUT_MS <= 60_000, `requests must arrive within ${REQUEST_TIMEOUT_MS} ms (Node's default is 300 s)`);
+  t.equal(srv.svc.app.server.requestTimeout, REQUEST_TIMEOUT_MS, 'the server enforces it');
+});
