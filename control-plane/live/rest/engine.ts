@@ -20,6 +20,11 @@ import { timeoutError } from './http.js';
 export const LIVE_READER_ROLE = 'svc_live_reader';
 /** an engine is replaced after this many queries (bounds what a long-lived WASM heap accumulates) */
 const MAX_USES = 200;
+/**
+ * An engine that loaded more than this for one query is ended, not reused: a WASM heap never gives
+ * memory back, so one query loading hundreds of MB kept the process gigabytes larger.
+ */
+export const HEAVY_LOAD_BYTES = 16 * 1024 * 1024;
 const IDLE_RETIRE_MS = 120_000;
 
 export interface LoadColumn {
@@ -53,6 +58,11 @@ export class EnginePool {
   private starting = 0;
   private closed = false;
   constructor(private readonly max: number) {}
+
+  /** engines idle, ready for the next query (tests, metrics) */
+  get idleCount(): number {
+    return this.idle.length;
+  }
 
   /** start one engine ahead of the first query (nothing happens when one exists) */
   warm(): Promise<void> {
@@ -151,6 +161,8 @@ export function querySchema(): string {
 export class QueryDatabase {
   private dirty = false;
   private failed = false;
+  /** JSON bytes of rows loaded */
+  private loaded = 0;
 
   private constructor(
     private readonly pool: EnginePool,
@@ -181,7 +193,9 @@ export class QueryDatabase {
     if (rows.length === 0 || columns.length === 0) return;
     const defs = columns.map((c) => `${quoteIdent(c.name)} ${c.type}`).join(', ');
     const sql = `INSERT INTO ${quoteIdent(this.schema)}.${quoteIdent(table)} SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(${defs})`;
-    await this.load(() => this.engine.db.query(sql, [JSON.stringify(rows)]));
+    const json = JSON.stringify(rows);
+    this.loaded += json.length;
+    await this.load(() => this.engine.db.query(sql, [json]));
   }
 
   private async load(work: () => Promise<unknown>): Promise<void> {
@@ -238,7 +252,7 @@ export class QueryDatabase {
 
   /** Drop this query's tables and return the engine (or end it when that is not certain to be clean). */
   async close(): Promise<void> {
-    let clean = !this.failed && this.engine.db.alive;
+    let clean = !this.failed && this.engine.db.alive && this.loaded <= HEAVY_LOAD_BYTES;
     if (clean && this.dirty) {
       try {
         await this.engine.db.exec(`DROP SCHEMA IF EXISTS ${quoteIdent(this.schema)} CASCADE`);

@@ -201,23 +201,52 @@ async function settleAll<T>(ps: Promise<T>[]): Promise<T[]> {
 }
 
 /**
- * The tables a statement names, for `read:*` on http-files (whose tables are only known from the
- * credential at run time): check with the tables found so far, add the unknown one, repeat.
+ * For `read:*` on http-files (whose tables are only known from the credential at run time), the
+ * allowed tables are found as the statement is resolved: any plain lower-case name (not `pg_…`)
+ * is taken as a file table, up to {@link MAX_DISCOVERY}; `run` then refuses a name that is not
+ * one of the registered files. One check, whatever the number of names (it re-ran the check per
+ * unknown name, up to 64 times, on the event loop).
  */
-function discover(sqlText: string, schema: string, physical: string, initial: ReadonlySet<string> | 'all'): { policy: SqlPolicy; checked: ReturnType<typeof checkAndRewrite> } {
-  const names = new Set(initial === 'all' ? [] : initial);
-  for (let i = 0; ; i++) {
-    const allowed = new Map<string, ScopedTable>([...names].map((n) => [n, { name: n, schema: physical, table: n, predicate: null }]));
-    const policy: SqlPolicy = { allowed, known: [...names], schemas: [schema] };
-    try {
-      return { policy, checked: checkAndRewrite(sqlText, policy) };
-    } catch (err) {
-      const table = err instanceof SqlPolicyError && err.detail.reason === 'unknown_table' ? err.detail.table : undefined;
-      const bare = table?.startsWith(`${schema}.`) ? table.slice(schema.length + 1) : table;
-      if (initial !== 'all' || bare === undefined || !/^[a-z_][a-z0-9_]{0,62}$/.test(bare) || bare.startsWith('pg_') || names.has(bare) || i >= MAX_DISCOVERY) throw err;
-      names.add(bare);
-    }
+class DiscoveredTables implements ReadonlyMap<string, ScopedTable> {
+  private readonly found = new Map<string, ScopedTable>();
+
+  constructor(private readonly physical: string) {}
+
+  get(key: string): ScopedTable | undefined {
+    const hit = this.found.get(key);
+    if (hit || key.includes('.') || !/^[a-z_][a-z0-9_]{0,62}$/.test(key) || key.startsWith('pg_') || this.found.size >= MAX_DISCOVERY) return hit;
+    const entry: ScopedTable = { name: key, schema: this.physical, table: key, predicate: null };
+    this.found.set(key, entry);
+    return entry;
   }
+  has(key: string): boolean {
+    return this.found.has(key);
+  }
+  get size(): number {
+    return this.found.size;
+  }
+  forEach(f: (value: ScopedTable, key: string, map: ReadonlyMap<string, ScopedTable>) => void): void {
+    this.found.forEach((v, k) => f(v, k, this));
+  }
+  entries(): MapIterator<[string, ScopedTable]> {
+    return this.found.entries();
+  }
+  keys(): MapIterator<string> {
+    return this.found.keys();
+  }
+  values(): MapIterator<ScopedTable> {
+    return this.found.values();
+  }
+  [Symbol.iterator](): MapIterator<[string, ScopedTable]> {
+    return this.found[Symbol.iterator]();
+  }
+}
+
+function discover(sqlText: string, schema: string, physical: string, initial: ReadonlySet<string> | 'all'): { policy: SqlPolicy; checked: ReturnType<typeof checkAndRewrite> } {
+  const allowed: ReadonlyMap<string, ScopedTable> =
+    initial === 'all' ? new DiscoveredTables(physical) : new Map([...initial].map((n) => [n, { name: n, schema: physical, table: n, predicate: null }]));
+  const policy: SqlPolicy = { allowed, known: initial === 'all' ? [] : [...initial], schemas: [schema] };
+  return { policy, checked: checkAndRewrite(sqlText, policy) };
 }
 
 function filesConnector(config: RestConfig, engines: () => EnginePool): LiveConnector {
@@ -242,6 +271,10 @@ function filesConnector(config: RestConfig, engines: () => EnginePool): LiveConn
           });
         }
       }
+      // the files one query reads hold at most twice what one file may, together: each of them
+      // its share (files are fetched at once, and an engine holds several times what it loads)
+      const total = 2 * maxBytes;
+      const each = Math.min(maxBytes, Math.floor(total / Math.max(1, q.tables.length)));
       const policy: RequestPolicy = {
         provider: 'the file server',
         kind: 'http-files',
@@ -249,9 +282,16 @@ function filesConnector(config: RestConfig, engines: () => EnginePool): LiveConn
         ca: config.ca,
         signal,
         deadline,
-        maxBytes,
+        maxBytes: each,
         retries: 2,
-        tooLarge: () => new ApiError('invalid_request', `a registered file is larger than ${maxBytes} bytes, the most one file may hold`, { reason: 'file_too_large', max_bytes: maxBytes }),
+        tooLarge: () =>
+          new ApiError(
+            'invalid_request',
+            each < maxBytes
+              ? `a file this statement reads is larger than ${each} bytes, its share of the ${total} bytes the ${q.tables.length} files of one statement may hold together; read fewer files in one statement`
+              : `a registered file is larger than ${maxBytes} bytes, the most one file may hold`,
+            { reason: 'file_too_large', max_bytes: each },
+          ),
         ...(config.onRequest ? { onRequest: (m: string, u: URL) => config.onRequest?.('http-files', m, u) } : {}),
       };
       return withDatabase(q, ctx, engines, signal, async (opening) => {

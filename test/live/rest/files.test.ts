@@ -180,3 +180,49 @@ t.test('CSV reader', async (t) => {
   t.throws(() => parseCsv('', lim), /empty/);
   t.throws(() => parseCsv('a\n"x\n\n\n', lim), /line 2: a quoted field is never closed/);
 });
+
+t.test('read:* finds 64 tables in one check, refuses the 65th, and stays off a long loop of re-checks', async (t) => {
+  const c = connector('http-files', { ca: ca.certPem, httpFilesAllowPrivate: true });
+  const { initSqlParser } = await import('../../../control-plane/query/sql/index.js');
+  const { parseScopes } = await import('../../../control-plane/catalogue/index.js');
+  const { Catalogue } = await import('../../../control-plane/catalogue/index.js');
+  await initSqlParser();
+  const target = new Catalogue().target('http-files');
+  if (!target) throw new Error('no http-files target');
+  const scopes = parseScopes(target, ['read:*']);
+  const names = Array.from({ length: 64 }, (_, i) => `t${i}`);
+  const literals = Array.from({ length: 2000 }, (_, i) => `'literal number ${String(i).padStart(12, '0')}'`).join(',');
+  const sql = `SELECT 1 FROM ${names.join(', ')} WHERE 'x' IN (${literals})`;
+  const started = performance.now();
+  const prepared = await c.prepare(sql, scopes, target);
+  const took = performance.now() - started;
+  t.same([...prepared.tables].sort(), [...names].sort(), 'all 64 tables found');
+  t.ok(took < 1000, `one check (${took.toFixed(0)} ms; it re-checked once per name, 64 times)`);
+  const over = await Promise.resolve()
+    .then(() => c.prepare(`SELECT 1 FROM ${[...names, 't64'].join(', ')}`, scopes, target))
+    .catch((e: unknown) => e);
+  t.ok(over instanceof SqlPolicyError && over.detail.reason === 'unknown_table', 'the 65th name is not taken');
+  for (const bad of ['SELECT * FROM pg_class', 'SELECT * FROM "Odd"', 'SELECT * FROM other_schema.t']) {
+    const e = await Promise.resolve()
+      .then(() => c.prepare(bad, scopes, target))
+      .catch((err: unknown) => err);
+    t.ok(e instanceof SqlPolicyError, `${bad}: refused (${String(e)})`);
+  }
+});
+
+t.test('the files one statement reads share a byte budget of twice the per-file limit', async (t) => {
+  const srv = await fileServer();
+  t.teardown(() => srv.close());
+  // 30,000 bytes each: two fit under a 20 kB per-file limit's 40 kB budget only if each is under 20 kB
+  const c = connector('http-files', { ca: ca.certPem, httpFilesAllowPrivate: true, httpFilesMaxBytes: 40_000 });
+  const names = ['big.csv', 'many.csv', 'people.csv'];
+  const options = { files: names.map((n) => ({ table: n.replace(/\..*$/, ''), url: `${srv.base}/${n}` })) };
+  const one = await query(c, ['read:*'], 'SELECT count(*)::int AS n FROM big', { secret: TOKEN, options });
+  t.same(one.rows, [{ n: 3000 }], 'alone, the 30 kB file fits its 40 kB limit');
+  const three = await query(c, ['read:*'], 'SELECT (SELECT count(*) FROM big) + (SELECT count(*) FROM many) + (SELECT count(*) FROM people) AS n', { secret: TOKEN, options }).catch(
+    (e: unknown) => e as ApiError,
+  );
+  t.equal((three as ApiError).code, 'invalid_request');
+  t.equal((three as ApiError).details?.['reason'], 'file_too_large');
+  t.match((three as ApiError).message, /its share of the 80000 bytes the 3 files of one statement may hold together/);
+});

@@ -35,3 +35,29 @@ t.test('a 600 MB value on the embedded engine is a coded refusal, and the engine
     await again.close();
   }
 });
+
+t.test('an engine that loaded more than 16 MB for one query is ended, not reused (its WASM heap never shrinks)', async (t) => {
+  const { HEAVY_LOAD_BYTES } = await import('../../../control-plane/live/rest/engine.js');
+  const pool = new EnginePool(1);
+  t.teardown(() => pool.close());
+  const signal = new AbortController().signal;
+  const light = await QueryDatabase.open(pool, signal, querySchema());
+  await light.createTable('t', [{ name: 'v', type: 'text' }]);
+  await light.insert('t', [{ name: 'v', type: 'text' }], [{ v: 'small' }]);
+  await light.close();
+  t.equal(pool.idleCount, 1, 'a light query gives its engine back');
+
+  const heavy = await QueryDatabase.open(pool, signal, querySchema());
+  await heavy.createTable('t', [{ name: 'v', type: 'text' }]);
+  const row = { v: 'x'.repeat(1_000_000) };
+  for (let i = 0; i * 1_000_000 <= HEAVY_LOAD_BYTES; i++) await heavy.insert('t', [{ name: 'v', type: 'text' }], [row]);
+  await heavy.close();
+  t.equal(pool.idleCount, 0, 'a heavy one ends it');
+
+  const next = await QueryDatabase.open(pool, signal, querySchema());
+  try {
+    t.same((await next.read('SELECT 1 AS one', true, 100, 1_000_000, signal)).rows, [{ one: 1 }], 'a fresh engine serves the next query');
+  } finally {
+    await next.close();
+  }
+});
