@@ -144,7 +144,7 @@ t.test('past the deadline: 504, and the statement is cancelled at the database',
   await c.connect();
   let active = 1;
   for (let i = 0; i < 50 && active > 0; i++) {
-    const s = await c.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'svc-live' AND state = 'active'`);
+    const s = await c.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'svc-live' AND state = 'active' AND datname = current_database()`);
     active = s.rows[0]?.n ?? 0;
     if (active > 0) await new Promise((res) => setTimeout(res, 100));
   }
