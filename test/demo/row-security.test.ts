@@ -72,3 +72,14 @@ t.test('PostgreSQL', async (t) => {
   });
   await exercise(t, engine);
 });
+
+t.test('the row-security settings are read once per statement (InitPlans), not once per row', async (t) => {
+  const engine = await EmbeddedDemoEngine.start(await demoImage(), { min: 1, max: 1 });
+  t.teardown(() => engine.close());
+  const settings = scopeSettings([enc], [q1]);
+  const plan = await engine.run({ ...query(`EXPLAIN SELECT count(*) FROM demo_healthcare.encounters`, settings), direct: true });
+  const text = plan.rows.map((r) => String(Object.values(r)[0])).join('\n');
+  t.match(text, /InitPlan/, 'the settings are InitPlans');
+  t.notMatch(text, /current_setting|table_allowed\(|period_lo\(\)|period_hi\(\)|period_n\(\)/, `no setting is a per-row call:\n${text}`);
+  t.equal(await count(engine, `SELECT count(*) AS n FROM demo_healthcare.encounters WHERE period_start < '${q1.start}'`, settings), 0, 'and still nothing outside the period');
+});
