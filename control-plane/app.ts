@@ -265,6 +265,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     const engine = await demoStarted?.catch(() => undefined);
     await engine?.close();
     await closeRestEngines(); // the live API query engines (worker threads)
+    live.close(); // pooled connections to customers' databases
     await store.close();
   });
 

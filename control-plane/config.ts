@@ -50,6 +50,8 @@ export interface Config {
   readonly masterKeysPrevious: readonly string[];
   /** live database targets may reach loopback/private addresses (SVC_LIVE_ALLOW_PRIVATE, default 0; link-local, metadata and 0.0.0.0/:: never) */
   readonly liveAllowPrivate: boolean;
+  /** pooled connections per organization to its `postgres` target database */
+  readonly livePoolSize: number;
   readonly webhookRetryDelaysMs: readonly number[];
   readonly webhookAllowPrivate: boolean;
   /** deadline of one webhook attempt (SVC_WEBHOOK_TIMEOUT_MS, default 10 s) */
@@ -225,6 +227,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     masterKey,
     masterKeysPrevious,
     liveAllowPrivate: liveAllowPrivateText === '1' || liveAllowPrivateText === 'true',
+    livePoolSize: int('SVC_LIVE_POOL_SIZE', 4, 1, 64),
     webhookRetryDelaysMs,
     webhookAllowPrivate: allowPrivate === '1' || allowPrivate === 'true',
     webhookTimeoutMs,

@@ -29,6 +29,16 @@ export class LiveRegistry {
   get targetIds(): readonly string[] {
     return [...this.byTarget.keys()];
   }
+
+  /** The organization's credential of `kind` was replaced or deleted: the connectors using it let go of it. */
+  forget(orgId: string, kind: string): void {
+    for (const c of this.byTarget.values()) if (c.credentialKind === kind) c.forget?.(orgId);
+  }
+
+  /** Ends what the connectors hold (shutdown). */
+  close(): void {
+    for (const c of this.byTarget.values()) c.close?.();
+  }
 }
 
 export function liveRegistry(config: Config): LiveRegistry {
@@ -37,6 +47,6 @@ export function liveRegistry(config: Config): LiveRegistry {
     // the control plane's own databases are never a customer database
     reserved: [...reservedFromUrl(config.databaseUrl), ...reservedFromUrl(config.demoDatabaseUrl)],
   };
-  const connectors: LiveConnector[] = [new PostgresConnector(network), new MysqlConnector(network), ...restConnectors(config.restApis)];
+  const connectors: LiveConnector[] = [new PostgresConnector(network, config.livePoolSize), new MysqlConnector(network), ...restConnectors(config.restApis)];
   return new LiveRegistry(connectors, [postgresCredentialKind, mysqlCredentialKind, ...restCredentialKinds]);
 }

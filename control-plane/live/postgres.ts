@@ -14,6 +14,7 @@ import { credentialRejected, databaseCredentialKind, databaseEndpoint, parseData
 import type { ReadQueryResult } from '../embedded/index.js';
 import { GuardedPgClient, MessageTooLargeError, readGuarded, RowTooLargeError } from '../embedded/pg-guarded.js';
 import { ApiError } from '../errors.js';
+import { PgConnections, poolKey } from './pg-pool.js';
 import { relayPolicy } from '../query/relay.js';
 import { checkAndRewriteAsync } from '../query/sql/offload.js';
 import type { CredentialKindDef, LiveConnector, LiveRunContext, PreparedLiveQuery } from './types.js';
@@ -74,7 +75,25 @@ export class PostgresConnector implements LiveConnector {
   readonly targetId = 'postgres';
   readonly credentialKind = 'postgres';
 
-  constructor(private readonly network: DatabaseNetwork) {}
+  /** pooled connections per organization, for its current credential (pg-pool.ts) */
+  readonly connections: PgConnections;
+
+  constructor(
+    private readonly network: DatabaseNetwork,
+    poolSize = 4,
+  ) {
+    this.connections = new PgConnections(poolSize);
+  }
+
+  /** The organization's credential was replaced or deleted: its pooled connections end now. */
+  forget(orgId: string): void {
+    this.connections.forget(orgId);
+  }
+
+  /** Ends every pooled connection (shutdown). */
+  close(): void {
+    this.connections.close();
+  }
 
   async prepare(sqlText: string, scopes: ParsedScopes, _target: Target, caller?: { readonly tenant: string }): Promise<PreparedLiveQuery> {
     const policy = relayPolicy(scopes);
@@ -97,7 +116,8 @@ export class PostgresConnector implements LiveConnector {
       connectionTimeoutMillis: Math.max(100, Math.min(5000, deadline - Date.now())),
     });
 
-    const client = await connect(settings, tlsFor(url, opts), opts.sslmode === 'prefer', secret, url);
+    const key = poolKey([secret, ctx.credential.options, address]);
+    const client = await this.connections.acquire(ctx.orgId, key, () => connect(settings, tlsFor(url, opts), opts.sslmode === 'prefer', secret, url), deadline);
     const pid = (client as unknown as { processID?: number }).processID;
     let timedOut = false;
     let cancelling: Promise<void> | undefined;
@@ -124,6 +144,7 @@ export class PostgresConnector implements LiveConnector {
     ctx.signal.addEventListener('abort', onAbort, { once: true });
     let broken = false;
     let stopped = false;
+    let reusable = false;
     try {
       await client.query('BEGIN TRANSACTION READ ONLY');
       await client.query(`SET LOCAL statement_timeout = ${Math.max(1, deadline - Date.now())}`);
@@ -153,7 +174,8 @@ export class PostgresConnector implements LiveConnector {
         throw new ApiError('invalid_sql', err.message, { reason: 'message_too_large', message_bytes: err.trip.declared });
       }
       const e = err as PgErrorLike;
-      const code = typeof e.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code) ? e.code : undefined;
+      // a database error has a SQLSTATE; a socket error's code (EPIPE, ECONNRESET) means the connection failed
+      const code = err instanceof pg.DatabaseError && typeof e.code === 'string' ? e.code : undefined;
       if (timedOut || code === '57014' || ctx.signal.aborted) {
         throw new ApiError('query_timeout', `the statement ran past its ${ctx.limits.timeoutMs} ms deadline and was cancelled at the database`);
       }
@@ -168,9 +190,18 @@ export class PostgresConnector implements LiveConnector {
       clearTimeout(timer);
       ctx.signal.removeEventListener('abort', onAbort);
       if (cancelling) await cancelling;
-      if (!broken) await client.query('ROLLBACK').catch(() => undefined);
-      if (stopped) pgStreamOf(client)?.destroy(); // closed by the wire guard: nothing to say goodbye to
-      else await client.end().catch(() => undefined);
+      if (!broken) {
+        // a connection goes back to the pool only after a clean ROLLBACK, and never after a
+        // cancel (the cancel could land on its next statement)
+        reusable = await client.query('ROLLBACK').then(
+          () => cancelling === undefined,
+          () => false,
+        );
+      }
+      if (stopped) {
+        pgStreamOf(client)?.destroy(); // closed by the wire guard: nothing to say goodbye to
+        this.connections.release(ctx.orgId, key, client, false);
+      } else this.connections.release(ctx.orgId, key, client, reusable);
     }
   }
 }

@@ -92,4 +92,8 @@ export interface LiveConnector {
    * code is about the agent key.
    */
   run(q: PreparedLiveQuery, ctx: LiveRunContext): Promise<ReadQueryResult>;
+  /** The organization's credential was replaced or deleted: anything held for it (pooled connections) ends. */
+  forget?(orgId: string): void;
+  /** Ends everything it holds (shutdown). */
+  close?(): void;
 }

@@ -48,7 +48,9 @@ export function credentialRoutes(app: App, s: Services): void {
       },
     },
     async (req, reply) => {
-      const r = await s.credentials.put(principalOf(req).orgId, req.body.connector_kind, req.body.secret, req.body.options ?? {});
+      const orgId = principalOf(req).orgId;
+      const r = await s.credentials.put(orgId, req.body.connector_kind, req.body.secret, req.body.options ?? {});
+      s.live.forget(orgId, req.body.connector_kind); // connections pooled under the old one end now
       return reply.code(201).send(r);
     },
   );
@@ -64,7 +66,9 @@ export function credentialRoutes(app: App, s: Services): void {
       },
     },
     async (req) => {
-      await s.credentials.remove(principalOf(req).orgId, req.params.connector_kind);
+      const orgId = principalOf(req).orgId;
+      await s.credentials.remove(orgId, req.params.connector_kind);
+      s.live.forget(orgId, req.params.connector_kind);
       return { connector_kind: req.params.connector_kind, deleted: true };
     },
   );

@@ -1,0 +1,177 @@
+/**
+ * Pooled connections to customers' PostgreSQL databases, per organization: a query takes an idle
+ * connection (or opens one, up to {@link PgConnections.max} per organization), runs its read-only
+ * transaction, and gives the connection back after `ROLLBACK` (nothing of the statement's
+ * transaction survives it: `SET LOCAL`, the cursor). A connection that failed, was closed by the
+ * wire guard, or whose statement was cancelled is ended, never given back.
+ *
+ * A pool belongs to one version of the organization's credential: its key is a hash of the
+ * connection URL, the options and the checked address. A query with another key (the credential
+ * was replaced, or its host now resolves elsewhere) ends the old pool first; replacing or deleting
+ * the credential ends it at once ({@link PgConnections.forget}); an idle connection is ended after
+ * {@link IDLE_MS}. Pools are per process: a credential replaced through another replica is seen
+ * here at this organization's next query (the key differs) or after the idle time.
+ */
+import { createHash } from 'node:crypto';
+import type pg from 'pg';
+import { ApiError } from '../errors.js';
+
+/** an idle connection is ended after this long unused */
+export const IDLE_MS = 30_000;
+
+interface Idle {
+  readonly client: pg.Client;
+  readonly timer: NodeJS.Timeout;
+}
+
+interface Pool {
+  readonly key: string;
+  readonly idle: Idle[];
+  /** connections open or opening, idle or in use */
+  open: number;
+  readonly waiters: ((client: pg.Client | undefined) => void)[];
+  closed: boolean;
+}
+
+/** The pool key of one credential version: never the secret itself. */
+export function poolKey(parts: readonly unknown[]): string {
+  return createHash('sha256').update(JSON.stringify(parts)).digest('base64url');
+}
+
+function end(client: pg.Client): void {
+  client.end().catch(() => undefined);
+}
+
+export class PgConnections {
+  private readonly pools = new Map<string, Pool>();
+  private readonly dead = new WeakSet<pg.Client>();
+
+  constructor(
+    /** connections per organization at most */
+    readonly max = 4,
+    private readonly idleMs = IDLE_MS,
+  ) {}
+
+  /**
+   * A connection for `orgId` under credential version `key`: an idle one, a new one from `open`,
+   * or the next one given back; waiting ends at `deadline` with `503` (nothing ran).
+   */
+  async acquire(orgId: string, key: string, open: () => Promise<pg.Client>, deadline: number): Promise<pg.Client> {
+    let pool = this.pools.get(orgId);
+    if (pool && pool.key !== key) {
+      this.closePool(pool);
+      pool = undefined;
+    }
+    if (!pool) {
+      pool = { key, idle: [], open: 0, waiters: [], closed: false };
+      this.pools.set(orgId, pool);
+    }
+    for (let idle = pool.idle.pop(); idle; idle = pool.idle.pop()) {
+      clearTimeout(idle.timer);
+      if (!this.dead.has(idle.client)) return idle.client;
+      pool.open--;
+    }
+    if (pool.open < this.max) {
+      pool.open++;
+      try {
+        return this.watch(await open());
+      } catch (err) {
+        pool.open--;
+        this.wake(pool);
+        throw err;
+      }
+    }
+    const waiting = pool;
+    const client = await new Promise<pg.Client | undefined>((resolve) => {
+      const timer = setTimeout(
+        () => {
+          const i = waiting.waiters.indexOf(give);
+          if (i >= 0) waiting.waiters.splice(i, 1);
+          resolve(undefined);
+        },
+        Math.max(0, deadline - Date.now()),
+      );
+      const give = (c: pg.Client | undefined): void => {
+        clearTimeout(timer);
+        resolve(c);
+      };
+      waiting.waiters.push(give);
+    });
+    if (client) return client;
+    if (waiting.closed || waiting.open < this.max) return this.acquire(orgId, key, open, deadline); // a place came free, or the credential changed
+    throw new ApiError('service_unavailable', `this organization's ${this.max} connections to its postgres database were all busy until the statement's deadline; nothing ran: retry, or send fewer statements at once`, {
+      connector_kind: 'postgres',
+      retry_after_seconds: 1,
+    }, { 'Retry-After': '1' });
+  }
+
+  /** Gives `client` back (`reusable`: its transaction ended cleanly), or ends it. */
+  release(orgId: string, key: string, client: pg.Client, reusable: boolean): void {
+    const pool = this.pools.get(orgId);
+    if (!pool || pool.key !== key || pool.closed) {
+      end(client);
+      return;
+    }
+    if (!reusable || this.dead.has(client)) {
+      pool.open--;
+      end(client);
+      this.wake(pool);
+      return;
+    }
+    const next = pool.waiters.shift();
+    if (next) {
+      next(client);
+      return;
+    }
+    const timer = setTimeout(() => {
+      const i = pool.idle.findIndex((x) => x.client === client);
+      if (i >= 0) {
+        pool.idle.splice(i, 1);
+        pool.open--;
+        end(client);
+        if (pool.open === 0 && pool.waiters.length === 0 && this.pools.get(orgId) === pool) this.pools.delete(orgId);
+      }
+    }, this.idleMs);
+    timer.unref();
+    pool.idle.push({ client, timer });
+  }
+
+  /** Ends the organization's connections (its credential was replaced or deleted). */
+  forget(orgId: string): void {
+    const pool = this.pools.get(orgId);
+    if (pool) this.closePool(pool);
+    this.pools.delete(orgId);
+  }
+
+  /** Connections open for `orgId`, idle or in use (tests, metrics). */
+  openCount(orgId: string): number {
+    return this.pools.get(orgId)?.open ?? 0;
+  }
+
+  /** Ends every connection (shutdown); those in use are ended when given back. */
+  close(): void {
+    for (const pool of this.pools.values()) this.closePool(pool);
+    this.pools.clear();
+  }
+
+  private closePool(pool: Pool): void {
+    pool.closed = true;
+    for (const idle of pool.idle.splice(0)) {
+      clearTimeout(idle.timer);
+      end(idle.client);
+    }
+    for (const w of pool.waiters.splice(0)) w(undefined);
+  }
+
+  /** a place came free: the longest waiter opens a connection of its own */
+  private wake(pool: Pool): void {
+    pool.waiters.shift()?.(undefined);
+  }
+
+  private watch(client: pg.Client): pg.Client {
+    const gone = (): void => void this.dead.add(client);
+    client.on('error', gone);
+    client.on('end', gone);
+    return client;
+  }
+}
