@@ -14,3 +14,15 @@ export { PGLITE_MAX_CONNECTIONS } from '../../bench/customer-db.js';
 export function customerDatabase(prefix: string): Promise<CustomerDatabase> {
   return open(prefix, { baseUrl: TEST_DATABASE_URL });
 }
+
+/** Drops the database and, on a real PostgreSQL, the login role a test created in it. */
+export async function dropWithRole(db: CustomerDatabase | undefined, role: string): Promise<void> {
+  if (!db) return;
+  await db.drop();
+  if (db.kind !== 'postgres') return;
+  const pg = (await import('pg')).default;
+  const c = new pg.Client({ connectionString: db.url.replace(/\/[^/]*$/, '/postgres') });
+  await c.connect();
+  await c.query(`DROP ROLE IF EXISTS ${role}`).catch(() => undefined);
+  await c.end();
+}

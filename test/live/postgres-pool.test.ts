@@ -6,7 +6,7 @@
  */
 import t from 'tap';
 import pg from 'pg';
-import { customerDatabase, type CustomerDatabase } from '../helpers/customer-db.js';
+import { customerDatabase, dropWithRole, type CustomerDatabase } from '../helpers/customer-db.js';
 import { api, openConnection, signupAgent, startServer, type TestServer } from '../helpers/server.js';
 
 let db: CustomerDatabase;
@@ -29,13 +29,7 @@ t.before(async () => {
 });
 t.teardown(async () => {
   await srv?.close();
-  if (db?.kind === 'postgres') {
-    await db.drop();
-    const c = new pg.Client({ connectionString: db.url.replace(/\/[^/]*$/, '/postgres') });
-    await c.connect();
-    await c.query(`DROP ROLE IF EXISTS ${ROLE}`).catch(() => undefined);
-    await c.end();
-  } else await db?.drop();
+  await dropWithRole(db, ROLE);
 });
 
 const sslOff = (url: string): string => `${url}${url.includes('?') ? '&' : '?'}sslmode=disable`;
