@@ -1,0 +1,119 @@
+/**
+ * `node dist/bench/load.js`: the query path under load, as ratios against the same server's
+ * `GET /healthz` at the same concurrency, from one load generator (autocannon) in the same run.
+ *
+ * A control plane on the embedded defaults (rate limits off, a funded wallet) listens on
+ * 127.0.0.1, port 0. Each row runs BENCH_SECONDS (default 5) at BENCH_CONNECTIONS (default 16):
+ *  - `GET /healthz` (the baseline);
+ *  - a demo primary-key lookup, every request with a distinct text (nothing can be served from
+ *    a cache of answers);
+ *  - a `postgres` live-target primary-key lookup against a real PostgreSQL (TEST_DATABASE_URL;
+ *    skipped with a note when none answers), distinct texts too.
+ * Prints a Markdown table: requests per second, p50 and p99 latency, and the ratio to /healthz.
+ */
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import autocannon from 'autocannon';
+import pg from 'pg';
+import { buildApp } from '../control-plane/app.js';
+import { loadConfig } from '../control-plane/config.js';
+import { customerDatabase, type CustomerDatabase } from './customer-db.js';
+
+const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 5);
+const CONNECTIONS = Number(process.env['BENCH_CONNECTIONS'] ?? 16);
+
+interface Row {
+  readonly name: string;
+  readonly rps: number;
+  readonly p50: number;
+  readonly p99: number;
+  readonly non2xx: number;
+}
+
+async function load(name: string, base: string, request: { method: 'GET' | 'POST'; path: string; key?: string; body?: (i: number) => string }): Promise<Row> {
+  let i = 0;
+  const headers: Record<string, string> = { 'content-type': 'application/json', ...(request.key ? { authorization: `Bearer ${request.key}` } : {}) };
+  const result = await autocannon({
+    url: base,
+    connections: CONNECTIONS,
+    duration: SECONDS,
+    requests: [
+      {
+        method: request.method,
+        path: request.path,
+        headers,
+        ...(request.body ? { setupRequest: (req: autocannon.Request) => ({ ...req, body: (request.body as (i: number) => string)(i++) }) } : {}),
+      },
+    ],
+  });
+  return { name, rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx };
+}
+
+async function main(): Promise<void> {
+  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'svc-bench-load-'));
+  const config = loadConfig({ SVC_DATA_DIR: dataDir, PORT: '0', SVC_TUNNEL_PORT: '0', LOG_LEVEL: 'silent', SVC_RATE_LIMIT: '0', SVC_SIGNUP_RATE_LIMIT: '0', SVC_REFUSED_STATEMENTS_PER_MINUTE: '0', SVC_LIVE_ALLOW_PRIVATE: '1' });
+  const svc = await buildApp(config, { awaitDemo: true });
+  await svc.app.listen({ host: '127.0.0.1', port: 0 });
+  const addr = svc.app.server.address();
+  if (!addr || typeof addr === 'string') throw new Error('no address');
+  const base = `http://127.0.0.1:${addr.port}`;
+  const call = async (method: string, url: string, key?: string, body?: unknown): Promise<Record<string, unknown>> => {
+    const r = await fetch(`${base}${url}`, { method, headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) }, ...(body ? { body: JSON.stringify(body) } : {}) });
+    return (await r.json()) as Record<string, unknown>;
+  };
+  const key = (await call('POST', '/v1/agent/account', undefined, { orgName: 'bench', agentName: 'bench' }))['apiKey'] as string;
+  for (let i = 0; i < 5; i++) await call('POST', '/v1/agent/topup', key, { amount_cents: 1_000_000 });
+  const demoConn = (await call('POST', '/v1/connections', key, { target_id: 'demo-healthcare', scopes: ['read:patients'], ttl_seconds: 3600 }))['connectionId'] as string;
+
+  let db: CustomerDatabase | undefined;
+  let pgConn: string | undefined;
+  try {
+    db = await customerDatabase('svc_bench_load');
+    if (db.kind === 'postgres') {
+      const c = new pg.Client({ connectionString: db.url });
+      await c.connect();
+      await c.query('CREATE TABLE items (id int PRIMARY KEY, name text NOT NULL)');
+      await c.query("INSERT INTO items SELECT g, 'item ' || g FROM generate_series(1, 100000) g");
+      await c.end();
+      await call('POST', '/v1/connections/credentials', key, { connector_kind: 'postgres', secret: `${db.url}${db.url.includes('?') ? '&' : '?'}sslmode=disable` });
+      pgConn = (await call('POST', '/v1/connections', key, { target_id: 'postgres', scopes: ['read:public.items'], ttl_seconds: 3600 }))['connectionId'] as string;
+    }
+  } catch {
+    pgConn = undefined;
+  }
+
+  const rows: Row[] = [];
+  rows.push(await load('GET /healthz', base, { method: 'GET', path: '/healthz' }));
+  rows.push(
+    await load('demo primary-key lookup (distinct texts)', base, {
+      method: 'POST',
+      path: `/v1/connections/${demoConn}/query`,
+      key,
+      body: (i) => JSON.stringify({ sql: `SELECT patient_id, gender FROM patients WHERE patient_id = 'pat-${String((i % 900) + 1).padStart(6, '0')}' AND ${i} = ${i}` }),
+    }),
+  );
+  if (pgConn) {
+    rows.push(
+      await load('postgres primary-key lookup (distinct texts)', base, {
+        method: 'POST',
+        path: `/v1/connections/${pgConn}/query`,
+        key,
+        body: (i) => JSON.stringify({ sql: `SELECT id, name FROM items WHERE id = ${(i % 100000) + 1}` }),
+      }),
+    );
+  }
+  await svc.app.close();
+  await db?.drop();
+  await fs.rm(dataDir, { recursive: true, force: true });
+
+  const healthz = rows[0]?.rps ?? 1;
+  process.stdout.write(`${CONNECTIONS} connections, ${SECONDS} s each\n\n| load | requests/s | p50 | p99 | non-2xx | ÷ /healthz |\n| --- | --- | --- | --- | --- | --- |\n`);
+  for (const r of rows) process.stdout.write(`| ${r.name} | ${r.rps.toFixed(0)} | ${r.p50} ms | ${r.p99} ms | ${r.non2xx} | ${(r.rps / healthz).toFixed(3)}× |\n`);
+  if (!pgConn) process.stdout.write('\n(postgres row skipped: no PostgreSQL answered at TEST_DATABASE_URL)\n');
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`bench failed: ${(err as Error).stack ?? String(err)}\n`);
+  process.exit(1);
+});
