@@ -19,8 +19,9 @@ import { scopeSettings } from '../demo/load.js';
 import type { ColumnInfo, Row } from '../embedded/index.js';
 import { ApiError, isApiError } from '../errors.js';
 import type { Sql, Store } from '../store/index.js';
-import { periodPredicate, SqlPolicyError, type ScopedTable, type SqlPolicy } from './sql/index.js';
+import { periodPredicate, SqlPolicyError, type CheckedQuery, type ScopedTable, type SqlPolicy } from './sql/index.js';
 import { checkAndRewriteAsync } from './sql/offload.js';
+import { CheckCache } from './sql/check-cache.js';
 import { RunningQueries, stoppedError, type RunningQuery, type StopCause } from './running.js';
 
 export interface QueryDeps {
@@ -239,6 +240,9 @@ function translate(err: unknown): ApiError {
   return new ApiError('internal_error', 'the query failed unexpectedly');
 }
 
+/** Statements checked and rewritten for the demo and relay targets, by target, scopes and text (this process). */
+export const checkedStatements = new CheckCache<CheckedQuery>();
+
 export async function runQuery(deps: QueryDeps, orgId: string, connectionId: string, sqlText: string, caller: { address?: string; keyId?: string } = {}): Promise<QueryResponse> {
   const started = Date.now();
   const conn: ConnectionRow = await getConnection(deps.store, orgId, connectionId);
@@ -319,7 +323,13 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
     } else {
       if (target.id !== 'postgres-relay' && !target.dataset) throw new ApiError('internal_error', `${target.id} has no dataset`);
       policy = target.id === 'postgres-relay' ? relayPolicy(scopes) : demoPolicy(target, scopes);
-      checked = await checkAndRewriteAsync(sqlText, policy, orgId);
+      const key = CheckCache.key(target.id, scopes.normalized, sqlText);
+      const hit = checkedStatements.get(key);
+      if (hit) checked = hit;
+      else {
+        checked = await checkAndRewriteAsync(sqlText, policy, orgId);
+        checkedStatements.set(key, checked);
+      }
       allowed = allowedByPolicy(scopes, policy, checked.tables);
     }
   } catch (err) {
