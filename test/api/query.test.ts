@@ -159,7 +159,7 @@ t.test('the row cap truncates while reading and says so', async (t) => {
 
 /**
  * A paying organization (trial over, wallet funded). Trial statements of all free organizations
- * share one slice of the engines (see test/demo/admission.test.ts), so the organizations that
+ * share one slice of the engines (see test/latency/admission.test.ts), so the organizations that
  * must not be stalled here pay.
  */
 async function payingAgent(name: string): Promise<{ key: string; orgId: string }> {
