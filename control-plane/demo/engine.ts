@@ -190,7 +190,7 @@ export interface EmbeddedPoolOptions {
   readonly max: number;
   readonly idleRetireMs?: number;
   /**
-   * how long an organization whose statement was stopped at its deadline is held back when no
+   * how long a sender whose statement cost a worker (deadline, out of memory) is held back when no
    * replacement worker is starting (while one is, until it is warm, up to six times as long)
    */
   readonly cooldownMs?: number;
@@ -373,7 +373,7 @@ export class EmbeddedDemoEngine implements DemoEngine {
   }
 
   /**
-   * Organizations whose statement was stopped at its deadline (which costs a worker), from when,
+   * Senders (tenantKey) whose statement cost a worker (stopped at its deadline, or out of memory), from when,
    * until its replacement is warm: they cannot take the remaining workers from everyone else
    * meanwhile (on a loaded machine a replacement can take longer than `cooldownMs` to start;
    * an organization let go then could stop the last warm worker too).

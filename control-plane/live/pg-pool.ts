@@ -143,11 +143,6 @@ export class PgConnections {
     this.pools.delete(orgId);
   }
 
-  /** Connections open for `orgId`, idle or in use (tests, metrics). */
-  openCount(orgId: string): number {
-    return this.pools.get(orgId)?.open ?? 0;
-  }
-
   /** Ends every connection (shutdown); those in use are ended when given back. */
   close(): void {
     for (const pool of this.pools.values()) this.closePool(pool);

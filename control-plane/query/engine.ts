@@ -348,6 +348,10 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
   const running: RunningQuery = (deps.running ?? fallbackRunning).start(conn.id, { expiresAt: new Date(conn.expires_at), relayId: scopes.relay, keyId: caller.keyId });
   try {
     const stopped = (): ApiError | undefined => running.reason();
+    // what a failure after this point is audited with, and how its reservation ends
+    const ran = { tables: checked.tables, ...auditedSql('sql_executed', checked.sql) };
+    const charge = { reservation, kind: 'charge' as const, stopped };
+    const giveBack = { reservation, kind: 'refund' as const };
     let result;
     try {
       if (stopped()) throw stopped();
@@ -366,13 +370,11 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
         );
       } else result = await untilStopped(runOnDemo(), running.signal);
     } catch (err) {
-      const ran = { tables: checked.tables, ...auditedSql('sql_executed', checked.sql) };
       const why = stopped();
       if (why) {
         // revoked, expired or its relay deleted while it ran: nothing is returned or charged
-        return fail(why, { ...ran, outcome: 'error' }, { reservation, kind: 'refund' });
+        return fail(why, { ...ran, outcome: 'error' }, giveBack);
       }
-      const charge = { reservation, kind: 'charge' as const, stopped };
       const rowTooLarge = isApiError(err) && err.code === 'invalid_sql' && err.details?.['reason'] === 'row_too_large';
       const rowBytes = rowTooLarge && typeof err.details?.['row_bytes'] === 'number' ? err.details['row_bytes'] : undefined;
       if (rowTooLarge && reservation.maxBytes < deps.limits.maxResultBytes && (rowBytes === undefined || rowBytes <= deps.limits.maxResultBytes)) {
@@ -385,7 +387,7 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
         // charged the query price, no egress
         return fail(err, ran, charge);
       }
-      return fail(err, ran, { reservation, kind: 'refund' });
+      return fail(err, ran, giveBack);
     }
 
     async function runOnLive(c: LiveConnector, q: PreparedLiveQuery): Promise<Awaited<ReturnType<LiveConnector['run']>>> {
@@ -441,8 +443,6 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
       // not even the first row fitted: a trial hold too small beside the organization's other
       // queries (429, retry), or a row too large for any response (400); it ran: charged either
       // way (unless it was stopped meanwhile)
-      const ran = { tables: checked.tables, ...auditedSql('sql_executed', checked.sql) };
-      const charge = { reservation, kind: 'charge' as const, stopped };
       if (trialCut) return fail(trialEgressHeld(reservation.maxBytes, undefined), ran, charge);
       return fail(
         new ApiError(
@@ -482,7 +482,7 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
       });
       return { event, costNc };
     });
-    if ('gone' in settled) return fail(settled.gone, { tables: checked.tables, ...auditedSql('sql_executed', checked.sql), outcome: 'error' }, { reservation, kind: 'refund' });
+    if ('gone' in settled) return fail(settled.gone, { ...ran, outcome: 'error' }, giveBack);
     const { event, costNc } = settled;
 
     return {

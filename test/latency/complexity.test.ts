@@ -8,6 +8,13 @@
  */
 import t from 'tap';
 import { api, openConnection, signupAgent, startServer, type TestServer } from '../helpers/server.js';
+import { mysqlPolicy } from '../../control-plane/live/mysql/policy.js';
+import { checkMysqlAsync, setCheckTimeout } from '../../control-plane/query/sql/offload.js';
+
+/** the MySQL checks below read one table */
+const policy = mysqlPolicy({ read: new Set(['orders']), filters: [], periods: [], relay: undefined, normalized: ['read:orders'] });
+/** a valid statement of about 4 KB: an IN list of 2,000 ones */
+const big = `SELECT 1 FROM orders WHERE id IN (${Array.from({ length: 2000 }, () => '1').join(',')})`;
 
 let srv: TestServer;
 t.before(async () => {
@@ -130,24 +137,16 @@ t.test('one agent flooding the largest accepted statements does not hold up othe
 });
 
 t.test('MySQL-dialect statements under 4 KB are checked off the event loop too (its parser takes ~30 µs a character)', async (t) => {
-  const { checkMysqlAsync } = await import('../../control-plane/query/sql/offload.js');
-  const { mysqlPolicy } = await import('../../control-plane/live/mysql/policy.js');
-  const policy = mysqlPolicy({ read: new Set(['orders']), filters: [], periods: [], relay: undefined, normalized: ['read:orders'] });
-  const sql = `SELECT 1 FROM orders WHERE id IN (${Array.from({ length: 2000 }, () => '1').join(',')})`; // ~4,030 characters
-  t.ok(sql.length < 4096, `${sql.length} characters`);
+  t.ok(big.length < 4096, `${big.length} characters`);
   let ticks = 0;
   const ticker = setInterval(() => ticks++, 2);
   // awaited one after another: on the main thread nothing else (no timer) could run between them
-  for (let i = 0; i < 3; i++) t.match((await checkMysqlAsync(sql, policy, 'org_a')).sql, /IN \(1, 1/);
+  for (let i = 0; i < 3; i++) t.match((await checkMysqlAsync(big, policy, 'org_a')).sql, /IN \(1, 1/);
   clearInterval(ticker);
   t.ok(ticks > 0, `timers ran ${ticks} times while the three checks ran: they ran off the event loop`);
 });
 
 t.test('the check worker serves organizations in turn: a flood from one waits behind its own statements', async (t) => {
-  const { checkMysqlAsync } = await import('../../control-plane/query/sql/offload.js');
-  const { mysqlPolicy } = await import('../../control-plane/live/mysql/policy.js');
-  const policy = mysqlPolicy({ read: new Set(['orders']), filters: [], periods: [], relay: undefined, normalized: ['read:orders'] });
-  const big = `SELECT 1 FROM orders WHERE id IN (${Array.from({ length: 2000 }, () => '1').join(',')})`;
   const order: string[] = [];
   const flood = Array.from({ length: 6 }, (_, i) => checkMysqlAsync(big, policy, 'org_flood').then(() => order.push(`flood${i}`)));
   const other = checkMysqlAsync('SELECT id FROM orders', policy, 'org_other').then(() => order.push('other'));
@@ -157,10 +156,6 @@ t.test('the check worker serves organizations in turn: a flood from one waits be
 });
 
 t.test('short statements are not held behind many organizations flooding large ones (deficit round-robin by length)', async (t) => {
-  const { checkMysqlAsync } = await import('../../control-plane/query/sql/offload.js');
-  const { mysqlPolicy } = await import('../../control-plane/live/mysql/policy.js');
-  const policy = mysqlPolicy({ read: new Set(['orders']), filters: [], periods: [], relay: undefined, normalized: ['read:orders'] });
-  const big = `SELECT 1 FROM orders WHERE id IN (${Array.from({ length: 2000 }, () => '1').join(',')})`;
   const order: string[] = [];
   // eight organizations (free signups, say) with two large statements each, queued first
   const flood = Array.from({ length: 16 }, (_, i) => checkMysqlAsync(big, policy, `org_flood_${i % 8}`).then(() => order.push(`flood${i}`)));
@@ -170,9 +165,6 @@ t.test('short statements are not held behind many organizations flooding large o
 });
 
 t.test('a check that holds the worker past its time limit is answered too_complex, and the worker is replaced', async (t) => {
-  const { checkMysqlAsync, setCheckTimeout } = await import('../../control-plane/query/sql/offload.js');
-  const { mysqlPolicy } = await import('../../control-plane/live/mysql/policy.js');
-  const policy = mysqlPolicy({ read: new Set(['orders']), filters: [], periods: [], relay: undefined, normalized: ['read:orders'] });
   const previous = setCheckTimeout(100);
   t.teardown(() => void setCheckTimeout(previous));
   const slow = `SELECT * FROM orders WHERE id IN (${Array.from({ length: 10_000 }, (_, i) => i).join(',')})`; // over a second
@@ -190,9 +182,6 @@ t.test('a check that holds the worker past its time limit is answered too_comple
 });
 
 t.test('a large MySQL-dialect statement is checked off the event loop (the PostgreSQL dialect: the flood above)', async (t) => {
-  const { checkMysqlAsync } = await import('../../control-plane/query/sql/offload.js');
-  const { mysqlPolicy } = await import('../../control-plane/live/mysql/policy.js');
-  const policy = mysqlPolicy({ read: new Set(['orders']), filters: [], periods: [], relay: undefined, normalized: ['read:orders'] });
   const sql = `SELECT * FROM orders WHERE id IN (${Array.from({ length: 10_000 }, (_, i) => i).join(',')})`; // ~49 KB: over a second to parse
   let ticks = 0;
   let worst = 0;

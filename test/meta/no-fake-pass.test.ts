@@ -31,5 +31,6 @@ t.test('no test reports a case that did not run as a pass', async (t) => {
     });
   }
   t.same(offenders, [], 'use t.skip(reason, …) for a case that does not run');
-  t.ok(FAKE.test(`t.pass('skipped: no server')`), 'the pattern catches the old form');
+  const oldForm = ['t', 'pass'].join('.') + "('skipped: no server')"; // built, so this file holds no such line itself
+  t.ok(FAKE.test(oldForm), 'the pattern catches the old form');
 });
