@@ -50,6 +50,28 @@ export function eventHash(body: EventBody): string {
   return sha256Hex(`${body.prev_hash}\n${canon(body)}`);
 }
 
+/**
+ * An event's canonical JSON cut around its `prev_hash` and `seq` values, which only the store
+ * knows when the event commits: `canon({...body, prev_hash, seq}) === a + prev_hash + b + seq + c`
+ * for any hex `prev_hash` and integer `seq` (control-plane/store/functions.ts joins and hashes
+ * them under the connection's row lock).
+ */
+export function canonParts(body: Record<string, unknown>): { readonly a: string; readonly b: string; readonly c: string } {
+  if ('prev_hash' in body || 'seq' in body) throw new TypeError('canonParts: prev_hash and seq are the store\'s');
+  const keys = [...Object.keys(body).filter((k) => body[k] !== undefined), 'prev_hash', 'seq'].sort();
+  const entry = (k: string): string => `${JSON.stringify(k)}:${canon(body[k])}`;
+  const p = keys.indexOf('prev_hash');
+  const q = keys.indexOf('seq');
+  const before = keys.slice(0, p).map(entry);
+  const between = keys.slice(p + 1, q).map(entry);
+  const after = keys.slice(q + 1).map(entry);
+  return {
+    a: `{${before.map((e) => `${e},`).join('')}"prev_hash":"`,
+    b: `"${between.map((e) => `,${e}`).join('')},"seq":`,
+    c: `${after.map((e) => `,${e}`).join('')}}`,
+  };
+}
+
 export interface VerifyResult {
   readonly verified: boolean;
   readonly events_checked: number;

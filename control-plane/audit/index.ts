@@ -4,9 +4,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Sql, Store } from '../store/index.js';
-import { ChainVerifier, eventHash, type EventBody, type StoredEvent, type VerifyResult } from './chain.js';
+import { canonParts, ChainVerifier, type EventBody, type StoredEvent, type VerifyResult } from './chain.js';
 
-export { canon, eventHash, genesisHash, sha256Hex, verifyChain, ChainVerifier, type VerifyResult, type GenesisInput } from './chain.js';
+export { canon, canonParts, eventHash, genesisHash, sha256Hex, verifyChain, ChainVerifier, type VerifyResult, type GenesisInput } from './chain.js';
 
 export class AuditError extends Error {
   readonly code = 'AUDIT_ERR_NO_CONNECTION';
@@ -22,25 +22,56 @@ export function newEventId(): string {
   return `evt_${randomBytes(12).toString('base64url')}`;
 }
 
+/** What the store answers for an appended event (svc_append_event, svc_settle). */
+export interface AppendedRow {
+  readonly o_seq: number;
+  readonly o_prev: string;
+  readonly o_hash: string;
+}
+
 /**
- * Append one event in the caller's transaction. `fields` must be JSON data (no undefined, no
- * non-finite numbers); `seq`, `prev_hash`, `id`, `connection_id` and `at` are filled in here.
+ * An event ready to append: its id, its time, and its canonical JSON cut around `prev_hash` and
+ * `seq` (filled in by the store under the connection's row lock, so concurrent appends never fork
+ * the chain). `fields` must be JSON data (no non-finite numbers).
  */
+export class PendingEvent {
+  readonly at = new Date().toISOString();
+  readonly parts: readonly [string, string, string];
+  constructor(
+    readonly connectionId: string,
+    private readonly fields: Record<string, unknown>,
+    readonly id: string = newEventId(),
+  ) {
+    const { a, b, c } = canonParts({ ...fields, id, connection_id: connectionId, at: this.at });
+    this.parts = [a, b, c];
+  }
+
+  /** The event as appended, from the store's answer. */
+  appended(row: AppendedRow | undefined): AuditEvent {
+    if (!row) throw new AuditError(`connection ${this.connectionId} not found`);
+    return { ...this.fields, id: this.id, connection_id: this.connectionId, at: this.at, seq: row.o_seq, prev_hash: row.o_prev, hash: row.o_hash };
+  }
+}
+
+/** Append one event: one statement, in the caller's transaction or on its own. */
 export async function appendEvent(sql: Sql, connectionId: string, fields: Record<string, unknown>, id: string = newEventId()): Promise<AuditEvent> {
-  const [head] = await sql.query<{ head_hash: string; head_seq: number }>('SELECT head_hash, head_seq FROM connections WHERE id = $1 FOR UPDATE', [connectionId]);
-  if (!head) throw new AuditError(`connection ${connectionId} not found`);
-  const body: EventBody = {
-    ...fields,
-    id,
-    connection_id: connectionId,
-    at: new Date().toISOString(),
-    seq: head.head_seq + 1,
-    prev_hash: head.head_hash,
-  };
-  const hash = eventHash(body);
-  await sql.query('INSERT INTO audit_events (connection_id, seq, event_id, body, hash) VALUES ($1, $2, $3, $4, $5)', [connectionId, body.seq, id, JSON.stringify(body), hash]);
-  await sql.query('UPDATE connections SET head_hash = $2, head_seq = $3 WHERE id = $1', [connectionId, hash, body.seq]);
-  return { ...body, id, hash };
+  return appendPending(sql, new PendingEvent(connectionId, fields, id));
+}
+
+export async function appendPending(sql: Sql, ev: PendingEvent): Promise<AuditEvent> {
+  try {
+    const [row] = await sql.query<AppendedRow>('SELECT o_seq, o_prev, o_hash FROM svc_append_event($1, $2, $3, $4, $5)', [ev.connectionId, ev.id, ...ev.parts]);
+    return ev.appended(row);
+  } catch (err) {
+    if (isNoData(err)) throw new AuditError(`connection ${ev.connectionId} not found`);
+    throw err;
+  }
+}
+
+/** the store's `no_data_found` (P0002): the connection named does not exist */
+export function isNoData(err: unknown): boolean {
+  const e = err as { code?: unknown; sqlState?: unknown };
+  return e?.code === 'P0002' || e?.sqlState === 'P0002';
 }
 
 interface EventRow {

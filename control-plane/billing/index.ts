@@ -111,12 +111,6 @@ export function billingConfig(maxResultBytes: number): Record<string, unknown> {
   };
 }
 
-interface OrgMoney {
-  wallet_nc: number;
-  auto_reload_threshold_nc: number | null;
-  auto_reload_amount_nc: number | null;
-}
-
 async function ledger(sql: Sql, orgId: string, kind: string, amountNc: number, balanceAfterNc: number, note: string | null): Promise<void> {
   await sql.query('INSERT INTO ledger (org_id, kind, amount_nc, balance_after_nc, created_at, note) VALUES ($1, $2, $3, $4, $5, $6)', [
     orgId,
@@ -141,128 +135,168 @@ export async function credit(sql: Sql, orgId: string, amountNc: number, kind: 't
   return balance;
 }
 
-/** Auto-reload when the balance is under the threshold (in the caller's transaction). */
-async function maybeAutoReload(sql: Sql, orgId: string): Promise<boolean> {
-  const rows = await sql.query<OrgMoney>('SELECT wallet_nc, auto_reload_threshold_nc, auto_reload_amount_nc FROM orgs WHERE id = $1 FOR UPDATE', [orgId]);
-  const o = rows[0];
-  if (!o || o.auto_reload_threshold_nc === null || o.auto_reload_amount_nc === null) return false;
-  if (o.wallet_nc >= o.auto_reload_threshold_nc) return false;
-  return (await credit(sql, orgId, o.auto_reload_amount_nc, 'auto_reload')) !== undefined;
-}
-
 /**
  * Reserve the price of one query: from the trial when it has allowance left, else a hold on the
  * wallet large enough for the largest response. Throws 402 when neither can pay. The reservation
- * is recorded (table `reservations`) in the same transaction, so a crash between reserve and
- * settle is undone by `sweepReservations` instead of leaking held money.
+ * is recorded (table `reservations`) in the same statement, so a crash between reserve and
+ * settle is undone by `sweepReservations` instead of leaking held money. One statement
+ * (`svc_reserve`, control-plane/store/functions.ts) under the organization's row lock.
+ *
+ * The trial pays while it has queries, days, credit and egress left. Its egress is held up front
+ * like money: a trial query holds what it may return (alone, the response cap; beside other
+ * running trial queries, at most TRIAL_EGRESS_SHARE) and its answer is capped to that, with used
+ * + held never past the allowance plus one response cap, so trial-billed egress passes the
+ * allowance by at most one answer at any concurrency. When nothing is left to hold, this query
+ * waits for a running one to settle (up to `waitMs`), then tries the wallet.
  */
-export async function reserve(store: Store, orgId: string, maxResultBytes: number, opts: { waitMs?: number } = {}): Promise<Reservation> {
+/** What `reserve` found revoked (read fresh, before anything is held): nothing was reserved. */
+export class ReserveRefused extends Error {
+  readonly code = 'BILLING_ERR_REVOKED';
+  constructor(readonly what: 'connection' | 'key') {
+    super(`the ${what} was revoked`);
+    this.name = 'ReserveRefused';
+  }
+}
+
+export interface ReserveOptions {
+  /** how long to wait for the trial's egress holds of running queries to be released */
+  readonly waitMs?: number;
+  /** refuse (`ReserveRefused`) when this connection is revoked or not the organization's */
+  readonly connectionId?: string;
+  /** refuse (`ReserveRefused`) when this agent key is revoked */
+  readonly keyId?: string | undefined;
+}
+
+export async function reserve(store: Store, orgId: string, maxResultBytes: number, opts: ReserveOptions = {}): Promise<Reservation> {
   const id = newReservationId();
-  const record = (sql: Sql, payer: Payer, held: number, egress: number) =>
-    sql.query('INSERT INTO reservations (id, org_id, payer, held_nc, created_at, egress_held) VALUES ($1, $2, $3, $4, $5, $6)', [id, orgId, payer, held, new Date().toISOString(), egress]);
-
-  // The trial pays while it has queries, days, credit and egress left. Its egress is held up front
-  // like money: a trial query holds what it may return (alone, the response cap; beside other
-  // running trial queries, at most TRIAL_EGRESS_SHARE) and its answer is capped to that, with
-  // used + held never past the allowance plus one response cap, so trial-billed egress passes
-  // the allowance by at most one answer at any concurrency. When nothing is left to hold, this
-  // query waits for a running one to settle (up to `waitMs`).
-  const waitUntil = Date.now() + (opts.waitMs ?? 0);
-  let trialHeld = false;
-  for (;;) {
-    const trial = await store.tx(async (sql): Promise<{ grant: number; paying: boolean } | 'held' | undefined> => {
-      const [o] = await sql.query<{ q: number; used: number | bigint; held: number | bigint; expires: Date | string; spent: number | bigint; paying: boolean }>(
-        `SELECT trial_queries_used AS q, trial_egress_used AS used, trial_egress_held AS held, trial_expires_at AS expires, trial_spent_nc AS spent,
-                wallet_nc + wallet_held_nc + wallet_spend_nc > 0 AS paying
-           FROM orgs WHERE id = $1 FOR UPDATE`,
-        [orgId],
-      );
-      if (!o) return undefined;
-      const used = Number(o.used);
-      const held = Number(o.held);
-      const open = o.q < TRIAL.queries && used < TRIAL.egressBytes && new Date(o.expires).getTime() > Date.now() && Number(o.spent) + QUERY_PRICE_NC <= TRIAL.creditNc;
-      if (!open) return undefined;
-      // what is held and used together never passes the allowance plus one answer; alone, a
-      // query may return a whole answer (the one that crosses the allowance ends the trial);
-      // beside running ones, at most a sixteenth of the allowance, so small queries run side by side
-      const free = TRIAL.egressBytes + maxResultBytes - used - held;
-      if (free <= 0) return 'held';
-      const grant = held === 0 ? Math.min(maxResultBytes, free) : Math.min(maxResultBytes, free, TRIAL_EGRESS_SHARE);
-      await sql.query(
-        'UPDATE orgs SET trial_queries_used = trial_queries_used + 1, trial_spent_nc = trial_spent_nc + $2, trial_egress_held = trial_egress_held + $3 WHERE id = $1',
-        [orgId, QUERY_PRICE_NC, grant],
-      );
-      await record(sql, 'trial', QUERY_PRICE_NC, grant);
-      return { grant, paying: o.paying === true };
-    });
-    if (typeof trial === 'object') return { id, orgId, payer: 'trial', heldNc: QUERY_PRICE_NC, egressHeld: trial.grant, maxBytes: trial.grant, paying: trial.paying };
-    trialHeld = trial === 'held';
-    if (trial !== 'held' || Date.now() >= waitUntil) break;
-    await trialRelease(orgId, Math.min(1000, Math.max(1, waitUntil - Date.now())));
-  }
-
   const hold = queryCostNc(maxResultBytes);
-  for (let attempt = 0; attempt < 2; attempt++) {
-    const held = await store.tx(async (sql) => {
-      const rows = await sql.query(
-        'UPDATE orgs SET wallet_nc = wallet_nc - $2, wallet_held_nc = wallet_held_nc + $2 WHERE id = $1 AND wallet_nc >= $2 RETURNING id',
-        [orgId, hold],
-      );
-      if (rows.length === 1) await record(sql, 'wallet', hold, 0);
-      return rows.length === 1;
-    });
-    if (held) return { id, orgId, payer: 'wallet', heldNc: hold, egressHeld: 0, maxBytes: maxResultBytes, paying: true };
-    if (attempt === 0 && !(await store.tx((sql) => maybeAutoReload(sql, orgId)))) break;
-  }
-  if (trialHeld) {
-    throw new ApiError(
-      'rate_limited',
-      `this organization's running trial queries hold what is left of its trial egress allowance (${TRIAL.egressBytes} bytes), and none finished before this statement's deadline; the statement was not run and nothing was charged: retry when they finish, or top up to run queries side by side from the wallet`,
-      { reason: 'trial_egress_held', retry_after_seconds: 1 },
-      { 'Retry-After': '1' },
+  const waitUntil = Date.now() + (opts.waitMs ?? 0);
+  for (;;) {
+    const mayWait = Date.now() < waitUntil;
+    const [r] = await store.query<{ o_outcome: string; o_grant: number | bigint | null; o_paying: boolean | null; o_wallet: number | bigint | null }>(
+      'SELECT o_outcome, o_grant, o_paying, o_wallet FROM svc_reserve($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)',
+      [
+        id,
+        orgId,
+        new Date().toISOString(),
+        maxResultBytes,
+        mayWait,
+        TRIAL.queries,
+        TRIAL.egressBytes,
+        TRIAL.creditNc,
+        QUERY_PRICE_NC,
+        TRIAL_EGRESS_SHARE,
+        hold,
+        WALLET_MAX_CENTS * NC_PER_CENT,
+        opts.connectionId ?? null,
+        opts.keyId ?? null,
+      ],
     );
+    switch (r?.o_outcome) {
+      case 'trial': {
+        const grant = Number(r.o_grant);
+        return { id, orgId, payer: 'trial', heldNc: QUERY_PRICE_NC, egressHeld: grant, maxBytes: grant, paying: r.o_paying === true };
+      }
+      case 'wallet':
+        return { id, orgId, payer: 'wallet', heldNc: hold, egressHeld: 0, maxBytes: maxResultBytes, paying: true };
+      case 'connection_revoked':
+        throw new ReserveRefused('connection');
+      case 'key_revoked':
+        throw new ReserveRefused('key');
+      case 'held':
+        await trialRelease(orgId, Math.min(1000, Math.max(1, waitUntil - Date.now())));
+        continue;
+      case 'trial_held':
+        throw new ApiError(
+          'rate_limited',
+          `this organization's running trial queries hold what is left of its trial egress allowance (${TRIAL.egressBytes} bytes), and none finished before this statement's deadline; the statement was not run and nothing was charged: retry when they finish, or top up to run queries side by side from the wallet`,
+          { reason: 'trial_egress_held', retry_after_seconds: 1 },
+          { 'Retry-After': '1' },
+        );
+      case 'payment_required': {
+        const balance = centsFromNc(r.o_wallet ?? 0);
+        throw new ApiError(
+          'payment_required',
+          `The trial allowance is used up and the wallet (${balance} cents) cannot cover a query (up to ${centsFromNc(hold)} cents is held while it runs). Top up with POST /v1/agent/topup {"amount_cents": ${TOPUP_MIN_CENTS}} or more, optionally with auto_reload.`,
+          { wallet_balance_cents: balance, required_cents: centsFromNc(hold), topup: 'POST /v1/agent/topup' },
+        );
+      }
+      default:
+        throw new ApiError('not_found', 'organization not found');
+    }
   }
-  const [o] = await store.query<{ wallet_nc: number }>('SELECT wallet_nc FROM orgs WHERE id = $1', [orgId]);
-  throw new ApiError(
-    'payment_required',
-    `The trial allowance is used up and the wallet (${centsFromNc(o?.wallet_nc ?? 0)} cents) cannot cover a query (up to ${centsFromNc(hold)} cents is held while it runs). Top up with POST /v1/agent/topup {"amount_cents": ${TOPUP_MIN_CENTS}} or more, optionally with auto_reload.`,
-    { wallet_balance_cents: centsFromNc(o?.wallet_nc ?? 0), required_cents: centsFromNc(hold), topup: 'POST /v1/agent/topup' },
-  );
 }
 
 function newReservationId(): string {
   return `rsv_${randomBytes(12).toString('base64url')}`;
 }
 
-/** Remove the reservation record; false when it is gone already (swept), so its money moves once. */
-async function claim(sql: Sql, r: Reservation): Promise<boolean> {
-  return (await sql.query('DELETE FROM reservations WHERE id = $1 RETURNING id', [r.id])).length === 1;
+/** How a query's reservation ends: charged for its egress, given back, or left alone (already swept). */
+export type SettleMode = 'settle' | 'refund' | 'none';
+
+export interface SettleQuery {
+  readonly mode: SettleMode;
+  readonly reservation: Reservation;
+  /** egress charged (mode 'settle') */
+  readonly bytes: number;
+  readonly connectionId: string;
+  /** check under the connection's row lock that it may still be answered (see `SettleOutcome`) */
+  readonly check: { readonly keyId: string | undefined; readonly relayId: string | undefined } | undefined;
+  /** count the query and its egress on the connection */
+  readonly count: boolean;
+  /** the audit event: its id and canonical JSON cut around prev_hash and seq (audit.PendingEvent) */
+  readonly event: { readonly id: string; readonly parts: readonly [string, string, string] };
 }
 
 /**
- * Charge the query for `bytes` of egress (in the caller's transaction); returns its list cost in
- * nc. A timed-out statement is charged the query price with no egress.
+ * 'ok' (settled, `seq/prev/hash` of the event appended); 'swept' (the reservation was given back
+ * already: nothing was written, settle again with mode 'none' and no charge); or why the
+ * connection can no longer be answered ('revoked', 'expired', 'key_revoked', 'relay_deleted':
+ * nothing was written).
  */
-export async function settle(sql: Sql, r: Reservation, bytes: number): Promise<number> {
-  const cost = queryCostNc(bytes);
-  if (!(await claim(sql, r))) return 0; // already swept back: nothing is charged twice or from nothing
-  if (r.payer === 'trial') {
-    await sql.query(
-      `UPDATE orgs SET trial_egress_used = trial_egress_used + $2, trial_spent_nc = trial_spent_nc + $3, trial_egress_held = trial_egress_held - $5,
-         queries_total = queries_total + 1, egress_total = egress_total + $2, list_spend_nc = list_spend_nc + $4 WHERE id = $1`,
-      [r.orgId, bytes, bytes * EGRESS_NC_PER_BYTE, cost, r.egressHeld],
-    );
-    trialReleased(r.orgId);
-    return cost;
-  }
-  const rows = await sql.query<{ wallet_nc: number }>(
-    `UPDATE orgs SET wallet_held_nc = wallet_held_nc - $2, wallet_nc = wallet_nc + $2 - $3, wallet_spend_nc = wallet_spend_nc + $3,
-       queries_total = queries_total + 1, egress_total = egress_total + $4, list_spend_nc = list_spend_nc + $3 WHERE id = $1 RETURNING wallet_nc`,
-    [r.orgId, r.heldNc, cost, bytes],
+export type SettleOutcome =
+  | { readonly outcome: 'ok'; readonly row: { readonly o_seq: number; readonly o_prev: string; readonly o_hash: string } }
+  | { readonly outcome: 'swept' | 'revoked' | 'expired' | 'key_revoked' | 'relay_deleted' };
+
+/**
+ * End one query in one statement (`svc_settle`): its reservation settled for `bytes` (list cost
+ * `queryCostNc(bytes)`), refunded or left, the connection counted, and its audit event appended,
+ * under the connection's row lock and then the organization's.
+ */
+export async function settleQuery(sql: Sql, q: SettleQuery): Promise<SettleOutcome> {
+  const r = q.reservation;
+  const bytes = q.mode === 'settle' ? q.bytes : 0;
+  const [row] = await sql.query<{ o_outcome: string; o_seq: number; o_prev: string; o_hash: string }>(
+    'SELECT o_outcome, o_seq, o_prev, o_hash FROM svc_settle($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)',
+    [
+      q.mode,
+      r.id,
+      r.orgId,
+      r.payer,
+      r.heldNc,
+      r.egressHeld,
+      bytes,
+      queryCostNc(bytes),
+      bytes * EGRESS_NC_PER_BYTE,
+      q.connectionId,
+      q.check?.keyId ?? null,
+      q.check?.relayId ?? null,
+      q.check !== undefined,
+      q.count,
+      new Date().toISOString(),
+      WALLET_MAX_CENTS * NC_PER_CENT,
+      q.event.id,
+      ...q.event.parts,
+    ],
   );
-  await ledger(sql, r.orgId, 'query', -cost, rows[0]?.wallet_nc ?? 0, null);
-  await maybeAutoReload(sql, r.orgId);
-  return cost;
+  if (!row) throw new Error('svc_settle answered no row');
+  if (row.o_outcome === 'ok') {
+    // a trial hold settled or given back: trial queries of this organization waiting here may go on
+    if (q.mode !== 'none' && r.payer === 'trial') trialReleased(r.orgId);
+    return { outcome: 'ok', row };
+  }
+  if (row.o_outcome === 'swept' || row.o_outcome === 'revoked' || row.o_outcome === 'expired' || row.o_outcome === 'key_revoked' || row.o_outcome === 'relay_deleted') return { outcome: row.o_outcome };
+  throw new Error(`svc_settle answered ${row.o_outcome}`);
 }
 
 async function giveBack(sql: Sql, orgId: string, payer: Payer, heldNc: number, egressHeld: number): Promise<void> {
@@ -276,11 +310,6 @@ async function giveBack(sql: Sql, orgId: string, payer: Payer, heldNc: number, e
   } else {
     await sql.query('UPDATE orgs SET wallet_held_nc = wallet_held_nc - $2, wallet_nc = wallet_nc + $2 WHERE id = $1', [orgId, heldNc]);
   }
-}
-
-/** Give back a reservation for a query that did not run. */
-export async function refund(sql: Sql, r: Reservation): Promise<void> {
-  if (await claim(sql, r)) await giveBack(sql, r.orgId, r.payer, r.heldNc, r.egressHeld);
 }
 
 /**

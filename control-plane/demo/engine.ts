@@ -519,8 +519,8 @@ export class PostgresDemoEngine implements DemoEngine {
     if (q.signal?.aborted) onAbort();
     else q.signal?.addEventListener('abort', onAbort, { once: true });
     try {
-      await c.query('BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY');
-      for (const stmt of preamble(q)) await c.query(stmt);
+      // the transaction and its settings (ours, never the agent's text) in one simple-protocol round trip
+      await c.query(['BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY', ...preamble(q)].join(';\n'));
       // the extended protocol: one statement per round trip, whatever the text holds; a row larger
       // than the bytes left is never decoded (the wire guard closes the connection first)
       const { stopped: _stopped, ...result } = await readGuarded(c, {

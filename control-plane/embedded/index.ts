@@ -5,13 +5,17 @@
  * statement in PGlite, which has no working statement_timeout.
  */
 import { Worker } from 'node:worker_threads';
-import type { QueryResult, ReadQueryResult, ReadQuerySpec, Request, Response, WorkerErrorInfo } from './messages.js';
+import type { BatchItemResult, QueryResult, ReadQueryResult, ReadQuerySpec, Request, Response, WorkerErrorInfo } from './messages.js';
 
 export type { ColumnInfo, ReadQueryResult, ReadQuerySpec, Row } from './messages.js';
 export { collectRows, FETCH_BATCH, RowCollector, uniqueColumnNames, type Batch } from './result-rows.js';
 export { toJsonValue } from './json-values.js';
 
 type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void };
+type QueuedStatement = { readonly sql: string; readonly params: readonly unknown[]; resolve: (rows: Record<string, unknown>[]) => void; reject: (e: Error) => void };
+
+/** The most statements sent to the engine in one message. */
+const MAX_BATCH = 64;
 
 /** An error raised by the embedded database (SQLSTATE in `sqlState`) or by its thread dying. */
 export class EmbeddedError extends Error {
@@ -120,8 +124,34 @@ export class EmbeddedPostgres {
     read: async (spec) => (await this.send({ op: 'read', spec })) as ReadQueryResult,
   };
 
+  /**
+   * One statement on its own (autocommit). Statements asked for while the engine is busy go to it
+   * together, in one message, when it is free (run one after another, each on its own): under
+   * load the thread hop is paid once per batch instead of once per statement.
+   */
   query(sql: string, params: readonly unknown[] = []): Promise<Record<string, unknown>[]> {
-    return this.exclusive((s) => s.query(sql, params));
+    return new Promise((resolve, reject) => {
+      this.queued.push({ sql, params, resolve, reject });
+      if (this.queued.length === 1) void this.exclusive(() => this.flush());
+    });
+  }
+
+  private queued: QueuedStatement[] = [];
+
+  private async flush(): Promise<void> {
+    const items = this.queued.splice(0, MAX_BATCH);
+    if (this.queued.length > 0) void this.exclusive(() => this.flush());
+    if (items.length === 0) return;
+    try {
+      const results = (await this.send({ op: 'batch', items: items.map((i) => ({ sql: i.sql, params: i.params })) })) as BatchItemResult[];
+      items.forEach((item, k) => {
+        const r = results[k];
+        if (r?.ok) item.resolve(r.rows);
+        else item.reject(new EmbeddedError('EMBEDDED_ERR_SQL', r?.error ?? { message: 'no result' }));
+      });
+    } catch (err) {
+      for (const item of items) item.reject(err as Error);
+    }
   }
 
   exec(sql: string): Promise<void> {

@@ -37,6 +37,8 @@ export type Request =
   | { readonly id: number; readonly op: 'init'; readonly dataDir?: string; readonly loadDataDir?: Uint8Array }
   | { readonly id: number; readonly op: 'query'; readonly sql: string; readonly params: readonly unknown[] }
   | { readonly id: number; readonly op: 'exec'; readonly sql: string }
+  /** statements run one after another, each on its own (autocommit): one message for many */
+  | { readonly id: number; readonly op: 'batch'; readonly items: readonly { readonly sql: string; readonly params: readonly unknown[] }[] }
   | { readonly id: number; readonly op: 'read'; readonly spec: ReadQuerySpec }
   | { readonly id: number; readonly op: 'dump' }
   /** import `module` (a file URL of our own code) in the worker and await `fn(db)` */
@@ -49,6 +51,9 @@ export interface WorkerErrorInfo {
   readonly code?: string;
   readonly position?: number;
 }
+
+/** One statement's outcome in a batch. */
+export type BatchItemResult = { readonly ok: true; readonly rows: Row[] } | { readonly ok: false; readonly error: WorkerErrorInfo };
 
 export type Response =
   | { readonly id: number; readonly ok: true; readonly result: unknown }

@@ -4,7 +4,7 @@
  */
 import { parentPort } from 'node:worker_threads';
 import { PGlite } from '@electric-sql/pglite';
-import type { ReadQueryResult, ReadQuerySpec, Request, Response, WorkerErrorInfo } from './messages.js';
+import type { BatchItemResult, ReadQueryResult, ReadQuerySpec, Request, Response, Row, WorkerErrorInfo } from './messages.js';
 import { collectRows, FETCH_BATCH } from './result-rows.js';
 
 if (!parentPort) throw new Error('embedded/worker.ts must run in a worker thread');
@@ -29,9 +29,11 @@ function errorInfo(err: unknown): WorkerErrorInfo {
 
 async function read(spec: ReadQuerySpec): Promise<ReadQueryResult> {
   const pg = database();
-  await pg.exec('BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY');
+  // the transaction and its settings in one simple-protocol round trip (the preamble is ours:
+  // settings with quoted literals, never the agent's text); the statement itself goes alone
+  // through the extended protocol, which runs exactly one statement
+  await pg.exec(['BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY', ...spec.preamble].join(';\n'));
   try {
-    for (const stmt of spec.preamble) await pg.query(stmt);
     const caps = { maxRows: spec.maxRows, maxBytes: spec.maxBytes, once: spec.direct };
     // query() is the extended protocol: one statement per round trip
     if (spec.direct) return await collectRows(() => pg.query<unknown[]>(spec.sql, [], { rowMode: 'array' }), caps);
@@ -57,6 +59,17 @@ async function handle(msg: Request): Promise<unknown> {
     case 'exec':
       await database().exec(msg.sql);
       return null;
+    case 'batch': {
+      const out: BatchItemResult[] = [];
+      for (const item of msg.items) {
+        try {
+          out.push({ ok: true, rows: (await database().query(item.sql, item.params as unknown[])).rows as Row[] });
+        } catch (err) {
+          out.push({ ok: false, error: errorInfo(err) });
+        }
+      }
+      return out;
+    }
     case 'read':
       return read(msg.spec);
     case 'run': {

@@ -2,12 +2,12 @@
  * The query path: connection → parse, check, rewrite → admit (bill) → execute → settle → audit.
  * Every outcome, refused or not, is appended to the connection's audit chain; no row data is.
  */
-import { appendEvent, sha256Hex } from '../audit/index.js';
-import { refund, reserve, settle, centsFromNc, type Reservation } from '../billing/index.js';
+import { appendPending, PendingEvent, sha256Hex, type AuditEvent } from '../audit/index.js';
+import { centsFromNc, queryCostNc, ReserveRefused, reserve, settleQuery, type Reservation, type SettleMode } from '../billing/index.js';
 import type { Catalogue, Interval, ParsedScopes, Target } from '../catalogue/index.js';
 import { parseScopes } from '../catalogue/index.js';
 import type { Limits } from '../config.js';
-import { assertUsable, getConnection, type ConnectionRow } from '../connections/index.js';
+import { assertUsable, connectionForQuery, getConnection } from '../connections/index.js';
 import type { CredentialStore } from '../credentials/index.js';
 import { scrub } from '../credentials/database.js';
 import type { LiveRegistry } from '../live/index.js';
@@ -18,11 +18,11 @@ import { relayPolicy, runOnRelay } from './relay.js';
 import { scopeSettings } from '../demo/load.js';
 import type { ColumnInfo, Row } from '../embedded/index.js';
 import { ApiError, isApiError } from '../errors.js';
-import type { Sql, Store } from '../store/index.js';
+import type { Store } from '../store/index.js';
 import { periodPredicate, SqlPolicyError, type CheckedQuery, type ScopedTable, type SqlPolicy } from './sql/index.js';
 import { checkAndRewriteAsync } from './sql/offload.js';
 import { CheckCache } from './sql/check-cache.js';
-import { RunningQueries, stoppedError, type RunningQuery, type StopCause } from './running.js';
+import { RunningQueries, stoppedError, type RunningQuery } from './running.js';
 
 export interface QueryDeps {
   readonly store: Store;
@@ -139,26 +139,6 @@ function untilStopped<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
 const fallbackRunning = new RunningQueries();
 
 /**
- * Why a query that ran can no longer be answered with its rows: its connection was revoked or
- * expired, the agent key that sent it was revoked, or the connection's relay was deleted (read
- * under the connection's row lock at settlement).
- */
-function stopCause(now: SettleRow | undefined): StopCause | undefined {
-  if (!now || now.revoked_at) return 'revoked';
-  if (new Date(now.expires_at).getTime() <= Date.now()) return 'expired';
-  if (now.key_revoked) return 'key_revoked';
-  if (now.relay_revoked) return 'relay_deleted';
-  return undefined;
-}
-
-interface SettleRow {
-  readonly revoked_at: Date | string | null;
-  readonly expires_at: Date | string;
-  readonly key_revoked: boolean | null;
-  readonly relay_revoked: boolean | null;
-}
-
-/**
  * SQLSTATE classes a server answers with before a statement runs: 42 (syntax error or access
  * rule violation: unknown column, permission denied), 0A (feature not supported), 25 (invalid
  * transaction state: a write in a read-only transaction), 26 and 34 (invalid statement or cursor
@@ -245,50 +225,61 @@ export const checkedStatements = new CheckCache<CheckedQuery>();
 
 export async function runQuery(deps: QueryDeps, orgId: string, connectionId: string, sqlText: string, caller: { address?: string; keyId?: string } = {}): Promise<QueryResponse> {
   const started = Date.now();
-  const conn: ConnectionRow = await getConnection(deps.store, orgId, connectionId);
+  // from this process's cache when known: its revocation is read fresh by the reservation, and
+  // again before a refusal is answered
+  const { row: conn, cached } = await connectionForQuery(deps.store, orgId, connectionId);
   const base = { type: 'query', org_id: orgId, ...auditedSql('sql', sqlText) };
   let relayId: string | undefined; // the connection's relay, once its scopes are parsed
   /**
    * Answers an error, audited. With `money`, the reservation is given back (`refund`) or charged
-   * the query price with no egress (`charge`) in the same transaction as the audit event, so no
+   * the query price with no egress (`charge`) in the same statement as the audit event, so no
    * money moves without its event. A charge is made under the connection's row lock: if the
    * connection was revoked or expired, its key revoked or its relay deleted meanwhile, the
    * statement is answered as stopped (410) and nothing is charged, as on the success path.
    */
   const fail = async (err: unknown, extra: Record<string, unknown> = {}, money?: { readonly reservation: Reservation; readonly kind: 'refund' | 'charge'; readonly stopped?: () => ApiError | undefined }): Promise<never> => {
     let api = translate(err);
+    if (!money && cached && api.code !== 'connection_revoked' && api.code !== 'connection_expired') {
+      // refused before anything was reserved, on a connection known from the cache: a revocation
+      // made elsewhere answers first, as it would have from the store
+      try {
+        assertUsable(await getConnection(deps.store, orgId, connectionId));
+      } catch (gone) {
+        api = translate(gone);
+      }
+    }
     let fields = extra;
-    const { event, charged } = await deps.store.tx(async (sql) => {
-      let costNc: number | undefined;
-      if (money?.kind === 'charge') {
-        const gone = money.stopped?.() ?? (await stopCauseLocked(sql));
-        if (gone) {
-          await refund(sql, money.reservation);
-          api = gone;
-          fields = { ...extra, outcome: 'error' };
-        } else {
-          costNc = await settle(sql, money.reservation, 0);
-          fields = { ...extra, cost_cents: centsFromNc(costNc), billed_to: money.reservation.payer };
-        }
-      } else if (money) await refund(sql, money.reservation);
+    const pending = (): PendingEvent => {
       const outcome = typeof fields['outcome'] === 'string' ? fields['outcome'] : api.status === 402 || api.status === 403 || api.status === 410 || api.status === 429 || api.code === 'invalid_sql' ? 'refused' : 'error';
-      const event = await appendEvent(sql, conn.id, { ...base, ...fields, outcome, error_code: api.code, duration_ms: Date.now() - started });
-      return { event, charged: costNc === undefined ? {} : { cost_cents: centsFromNc(costNc), billed_to: money?.reservation.payer } };
-    });
+      return new PendingEvent(conn.id, { ...base, ...fields, outcome, error_code: api.code, duration_ms: Date.now() - started });
+    };
+    let event: AuditEvent | undefined;
+    let charged: Record<string, unknown> = {};
+    if (!money) event = await appendPending(deps.store, pending());
+    else {
+      const r = money.reservation;
+      let mode: SettleMode = money.kind === 'charge' ? 'settle' : 'refund';
+      const gone = money.kind === 'charge' ? money.stopped?.() : undefined;
+      const stop = (why: ApiError): void => {
+        api = why;
+        fields = { ...extra, outcome: 'error' };
+        mode = 'refund';
+      };
+      if (gone) stop(gone);
+      while (!event) {
+        if (mode !== 'refund') fields = { ...extra, cost_cents: mode === 'settle' ? centsFromNc(queryCostNc(0)) : 0, billed_to: r.payer };
+        const ev = pending();
+        const done = await settleQuery(deps.store, { mode, reservation: r, bytes: 0, connectionId: conn.id, check: mode === 'settle' ? checkFor : undefined, count: false, event: ev });
+        if (done.outcome === 'ok') event = ev.appended(done.row);
+        else if (done.outcome === 'swept') mode = 'none'; // given back already: audited with no charge
+        else stop(stoppedError(conn.id, done.outcome, relayId));
+      }
+      if (mode !== 'refund') charged = { cost_cents: fields['cost_cents'], billed_to: r.payer };
+    }
     throw new ApiError(api.code, capMessage(api.message), { ...(api.details ?? {}), ...charged, audit_event_id: event.id }, api.headers);
   };
-  /** the connection's state under its row lock: why it can no longer be answered, if it cannot */
-  const stopCauseLocked = async (sql: Sql): Promise<ApiError | undefined> => {
-    const [now] = await sql.query<SettleRow>(
-      `SELECT c.revoked_at, c.expires_at,
-              (SELECT k.revoked_at IS NOT NULL FROM agent_keys k WHERE k.id = $2) AS key_revoked,
-              (SELECT r.revoked_at IS NOT NULL FROM relays r WHERE r.id = $3) AS relay_revoked
-         FROM connections c WHERE c.id = $1 FOR UPDATE OF c`,
-      [conn.id, caller.keyId ?? null, relayId ?? null],
-    );
-    const cause = stopCause(now);
-    return cause ? stoppedError(conn.id, cause, relayId) : undefined;
-  };
+  // what settlement checks under the connection's row lock: the key that sent it, the relay it runs on
+  const checkFor = { keyId: caller.keyId, get relayId() { return relayId; } };
 
   let target: Target | undefined;
   let scopes: ParsedScopes;
@@ -339,8 +330,17 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
   const applied = scopeApplied(target, scopes, allowed, checked.tables, deps.limits);
   let reservation: Reservation;
   try {
-    reservation = await reserve(deps.store, orgId, deps.limits.maxResultBytes, { waitMs: deps.limits.queryTimeoutMs });
+    reservation = await reserve(deps.store, orgId, deps.limits.maxResultBytes, { waitMs: deps.limits.queryTimeoutMs, connectionId: conn.id, keyId: caller.keyId });
   } catch (err) {
+    if (err instanceof ReserveRefused) {
+      // revoked since this process cached it (or by another replica): answered as from the store
+      if (err.what === 'key') return fail(new ApiError('unauthorized', 'the agent key that sent this statement was revoked; nothing was run or charged'), { tables: checked.tables });
+      try {
+        assertUsable(await getConnection(deps.store, orgId, connectionId));
+      } catch (gone) {
+        return fail(gone, { tables: checked.tables });
+      }
+    }
     return fail(err, { tables: checked.tables });
   }
 
@@ -454,18 +454,16 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
         charge,
       );
     }
-    const settled = await deps.store.tx(async (sql) => {
-      // the connection row is locked, so a revocation commits either before this (and the result is
-      // refused) or after it (and this query is in the chain before connection.revoked)
-      const gone = stopped() ?? (await stopCauseLocked(sql));
-      if (gone) return { gone };
-      const costNc = await settle(sql, reservation, result.bytes);
-      await sql.query('UPDATE connections SET queries = queries + 1, bytes_egressed = bytes_egressed + $2, last_query_at = $3 WHERE id = $1', [
-        conn.id,
-        result.bytes,
-        new Date().toISOString(),
-      ]);
-      const event = await appendEvent(sql, conn.id, {
+    // one statement: the connection row is locked, so a revocation commits either before this (and
+    // the result is refused) or after it (and this query is in the chain before connection.revoked)
+    let mode: SettleMode = 'settle';
+    let event: AuditEvent | undefined;
+    let costNc = 0;
+    while (!event) {
+      const gone = stopped();
+      if (gone) return fail(gone, { ...ran, outcome: 'error' }, giveBack);
+      costNc = mode === 'settle' ? queryCostNc(result.bytes) : 0;
+      const ev = new PendingEvent(conn.id, {
         ...base,
         outcome: 'ok',
         error_code: null,
@@ -480,10 +478,11 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
         billed_to: reservation.payer,
         duration_ms: Date.now() - started,
       });
-      return { event, costNc };
-    });
-    if ('gone' in settled) return fail(settled.gone, { ...ran, outcome: 'error' }, giveBack);
-    const { event, costNc } = settled;
+      const done = await settleQuery(deps.store, { mode, reservation, bytes: result.bytes, connectionId: conn.id, check: checkFor, count: true, event: ev });
+      if (done.outcome === 'ok') event = ev.appended(done.row);
+      else if (done.outcome === 'swept') mode = 'none'; // given back already (a sweep): answered, not charged
+      else return fail(stoppedError(conn.id, done.outcome, relayId), { ...ran, outcome: 'error' }, giveBack);
+    }
 
     return {
       rows: result.rows,

@@ -4,11 +4,13 @@
  * Never edit a released migration: add the next one.
  */
 import { StoreError, type Store } from './types.js';
+import { QUERY_PATH_FUNCTIONS } from './functions.js';
 
 export interface Migration {
   readonly version: number;
   readonly name: string;
-  readonly sql: string;
+  /** statements split at `;` + line end, or, for bodies holding semicolons (functions), the statements themselves */
+  readonly sql: string | readonly string[];
 }
 
 export const MIGRATIONS: readonly Migration[] = [
@@ -251,6 +253,11 @@ ALTER TABLE orgs ADD COLUMN trial_egress_held bigint NOT NULL DEFAULT 0 CHECK (t
 ALTER TABLE reservations ADD COLUMN egress_held bigint NOT NULL DEFAULT 0 CHECK (egress_held >= 0);
 `,
   },
+  {
+    version: 8,
+    name: 'the query path in one statement per phase: reserve, settle or refund with its audit event, append an audit event',
+    sql: QUERY_PATH_FUNCTIONS,
+  },
 ];
 
 /** Apply every migration not yet applied; returns the versions applied now. */
@@ -264,7 +271,7 @@ export async function migrate(store: Store, migrations: readonly Migration[] = M
         await sql.query('SELECT pg_advisory_xact_lock(7361001)');
         const rows = await sql.query('SELECT 1 FROM schema_migrations WHERE version = $1', [m.version]);
         if (rows.length > 0) return false;
-        for (const statement of splitStatements(m.sql)) await sql.query(statement);
+        for (const statement of typeof m.sql === 'string' ? splitStatements(m.sql) : m.sql) await sql.query(statement);
         await sql.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [m.version, m.name]);
         return true;
       });

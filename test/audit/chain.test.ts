@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import t from 'tap';
-import { canon, eventHash, genesisHash, verifyChain, type StoredEvent } from '../../control-plane/audit/chain.js';
+import { canon, canonParts, eventHash, genesisHash, verifyChain, type StoredEvent } from '../../control-plane/audit/chain.js';
 
 t.test('canon follows RFC 8785', async (t) => {
   // RFC 8785 §3.2.2/§3.2.3 examples
@@ -69,4 +69,22 @@ t.test('verifyChain finds the first broken event', async (t) => {
     return { ...e, body, hash: eventHash(body) };
   });
   t.match(verifyChain(genesis, rehashed, head), { verified: false, broken_at: 3 });
+});
+
+t.test('canonParts cuts the canonical JSON exactly around prev_hash and seq', async (t) => {
+  const prev = sha('prev');
+  const bodies: Record<string, unknown>[] = [
+    {},
+    { type: 'query' },
+    { a: 1, z: 2 },
+    // keys sorting before, between and after the two, and nested keys of the same names
+    { org_id: 'o', q: 1, r: { prev_hash: 'x', seq: 9 }, row_filters: { 'seq': null }, sa: true, sql: "it's \"quoted\" \\ \u0000 \ud83d\ude00", zz: [1, { seq: 2 }] },
+    { 'prev_hash\u0000': 1, 'seq\u0000': 2, prev_has: 3, seq_: 4, '\ud83d': 'lone', '\u20ac': 5 },
+  ];
+  for (const body of bodies) {
+    const { a, b, c } = canonParts(body);
+    for (const seq of [1, 42, 2_000_000_000]) t.equal(`${a}${prev}${b}${seq}${c}`, canon({ ...body, prev_hash: prev, seq }), JSON.stringify(Object.keys(body)));
+  }
+  t.throws(() => canonParts({ seq: 1 }), TypeError);
+  t.throws(() => canonParts({ prev_hash: 'x' }), TypeError);
 });

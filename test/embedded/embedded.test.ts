@@ -59,3 +59,32 @@ t.test('dump and load a data directory', async (t) => {
   t.teardown(() => b.close());
   t.same(await b.query('SELECT v FROM k'), [{ v: 'kept' }]);
 });
+
+t.test('statements asked for together go in one batch, each on its own: a failure is its own, a transaction is never entered', async (t) => {
+  const db = await EmbeddedPostgres.start();
+  t.teardown(() => db.close());
+  await db.exec('CREATE TABLE b (id int primary key)');
+  // 40 at once, every third failing (division by zero, a duplicate key): the others commit
+  const results = await Promise.allSettled(
+    Array.from({ length: 40 }, (_, i) => (i % 3 === 2 ? db.query(i % 2 ? 'SELECT 1 / $1::int' : 'INSERT INTO b VALUES (0), (0)', i % 2 ? [0] : []) : db.query('INSERT INTO b VALUES ($1) RETURNING id', [i]))),
+  );
+  results.forEach((r, i) => {
+    if (i % 3 === 2) t.equal(r.status === 'rejected' && (r.reason as EmbeddedError).sqlState, i % 2 ? '22012' : '23505', `statement ${i} failed alone`);
+    else t.same(r.status === 'fulfilled' && r.value, [{ id: i }], `statement ${i} answered its own rows`);
+  });
+  t.same(await db.query('SELECT count(*)::int AS n FROM b'), [{ n: 27 }], 'each succeeding statement committed');
+  // a transaction holding the engine is not entered by queued statements: they wait for its end
+  let inside = 0;
+  const tx = db.exclusive(async (s) => {
+    await s.exec('BEGIN');
+    await s.query('INSERT INTO b VALUES (1000)');
+    await new Promise((r) => setTimeout(r, 50));
+    inside = (await s.query('SELECT count(*)::int AS n FROM b'))[0]?.['n'] as number;
+    await s.exec('ROLLBACK');
+  });
+  const outside = db.query('INSERT INTO b VALUES (2000) RETURNING id');
+  await tx;
+  t.same(await outside, [{ id: 2000 }]);
+  t.equal(inside, 28, 'the queued insert did not run inside the transaction');
+  t.same(await db.query('SELECT count(*)::int AS n FROM b'), [{ n: 28 }], 'rolled back alone');
+});
