@@ -2,8 +2,10 @@
  * `node dist/bench/load.js`: the query path under load, as ratios against the same server's
  * `GET /healthz` at the same concurrency, from one load generator (autocannon) in the same run.
  *
- * A control plane on the embedded defaults (rate limits off, a funded wallet) listens on
- * 127.0.0.1, port 0. Each row runs BENCH_SECONDS (default 5) at BENCH_CONNECTIONS (default 16):
+ * A control plane (rate limits off, a funded wallet) listens on 127.0.0.1, port 0, first on the
+ * embedded store (the default), then on a fresh PostgreSQL store (a database created on the
+ * server at TEST_DATABASE_URL; skipped when none answers or BENCH_STORES=embedded). Each row runs
+ * BENCH_SECONDS (default 5) at BENCH_CONNECTIONS (default 16):
  *  - `GET /healthz` (the baseline);
  *  - a demo primary-key lookup, every request with a distinct text (nothing can be served from
  *    a cache of answers);
@@ -50,9 +52,26 @@ async function load(name: string, base: string, request: { method: 'GET' | 'POST
   return { name, rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx };
 }
 
-async function main(): Promise<void> {
+interface StoreRun {
+  readonly store: string;
+  readonly rows: readonly Row[];
+  readonly postgresSkipped: boolean;
+}
+
+/** One control plane on `databaseUrl`'s store (undefined: the embedded default), loaded row by row. */
+async function runOn(store: string, databaseUrl: string | undefined, customer: CustomerDatabase | undefined): Promise<StoreRun> {
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'svc-bench-load-'));
-  const config = loadConfig({ SVC_DATA_DIR: dataDir, PORT: '0', SVC_TUNNEL_PORT: '0', LOG_LEVEL: 'silent', SVC_RATE_LIMIT: '0', SVC_SIGNUP_RATE_LIMIT: '0', SVC_REFUSED_STATEMENTS_PER_MINUTE: '0', SVC_LIVE_ALLOW_PRIVATE: '1' });
+  const config = loadConfig({
+    SVC_DATA_DIR: dataDir,
+    PORT: '0',
+    SVC_TUNNEL_PORT: '0',
+    LOG_LEVEL: 'silent',
+    SVC_RATE_LIMIT: '0',
+    SVC_SIGNUP_RATE_LIMIT: '0',
+    SVC_REFUSED_STATEMENTS_PER_MINUTE: '0',
+    SVC_LIVE_ALLOW_PRIVATE: '1',
+    ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
+  });
   const svc = await buildApp(config, { awaitDemo: true });
   await svc.app.listen({ host: '127.0.0.1', port: 0 });
   const addr = svc.app.server.address();
@@ -65,22 +84,10 @@ async function main(): Promise<void> {
   const key = (await call('POST', '/v1/agent/account', undefined, { orgName: 'bench', agentName: 'bench' }))['apiKey'] as string;
   for (let i = 0; i < 5; i++) await call('POST', '/v1/agent/topup', key, { amount_cents: 1_000_000 });
   const demoConn = (await call('POST', '/v1/connections', key, { target_id: 'demo-healthcare', scopes: ['read:patients'], ttl_seconds: 3600 }))['connectionId'] as string;
-
-  let db: CustomerDatabase | undefined;
   let pgConn: string | undefined;
-  try {
-    db = await customerDatabase('svc_bench_load');
-    if (db.kind === 'postgres') {
-      const c = new pg.Client({ connectionString: db.url });
-      await c.connect();
-      await c.query('CREATE TABLE items (id int PRIMARY KEY, name text NOT NULL)');
-      await c.query("INSERT INTO items SELECT g, 'item ' || g FROM generate_series(1, 100000) g");
-      await c.end();
-      await call('POST', '/v1/connections/credentials', key, { connector_kind: 'postgres', secret: `${db.url}${db.url.includes('?') ? '&' : '?'}sslmode=disable` });
-      pgConn = (await call('POST', '/v1/connections', key, { target_id: 'postgres', scopes: ['read:public.items'], ttl_seconds: 3600 }))['connectionId'] as string;
-    }
-  } catch {
-    pgConn = undefined;
+  if (customer?.kind === 'postgres') {
+    await call('POST', '/v1/connections/credentials', key, { connector_kind: 'postgres', secret: `${customer.url}${customer.url.includes('?') ? '&' : '?'}sslmode=disable` });
+    pgConn = (await call('POST', '/v1/connections', key, { target_id: 'postgres', scopes: ['read:public.items'], ttl_seconds: 3600 }))['connectionId'] as string | undefined;
   }
 
   const rows: Row[] = [];
@@ -104,13 +111,70 @@ async function main(): Promise<void> {
     );
   }
   await svc.app.close();
-  await db?.drop();
   await fs.rm(dataDir, { recursive: true, force: true });
+  return { store, rows, postgresSkipped: !pgConn };
+}
 
-  const healthz = rows[0]?.rps ?? 1;
-  process.stdout.write(`${CONNECTIONS} connections, ${SECONDS} s each\n\n| load | requests/s | p50 | p99 | non-2xx | ÷ /healthz |\n| --- | --- | --- | --- | --- | --- |\n`);
-  for (const r of rows) process.stdout.write(`| ${r.name} | ${r.rps.toFixed(0)} | ${r.p50} ms | ${r.p99} ms | ${r.non2xx} | ${(r.rps / healthz).toFixed(3)}× |\n`);
-  if (!pgConn) process.stdout.write('\n(postgres row skipped: no PostgreSQL answered at TEST_DATABASE_URL)\n');
+/** A fresh database on the PostgreSQL at TEST_DATABASE_URL for the control plane's own store, or undefined. */
+async function storeDatabase(): Promise<{ url: string; drop: () => Promise<void> } | undefined> {
+  const admin = new pg.Client({ connectionString: process.env['TEST_DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test', connectionTimeoutMillis: 1500 });
+  try {
+    await admin.connect();
+  } catch {
+    return undefined;
+  }
+  const name = `svc_bench_store_${process.pid}`;
+  await admin.query(`DROP DATABASE IF EXISTS ${name}`);
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = new URL(process.env['TEST_DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test');
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    drop: async () => {
+      const c = new pg.Client({ connectionString: process.env['TEST_DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test' });
+      await c.connect();
+      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await c.end();
+    },
+  };
+}
+
+async function main(): Promise<void> {
+  let customer: CustomerDatabase | undefined;
+  try {
+    customer = await customerDatabase('svc_bench_load');
+    if (customer.kind === 'postgres') {
+      const c = new pg.Client({ connectionString: customer.url });
+      await c.connect();
+      await c.query('CREATE TABLE items (id int PRIMARY KEY, name text NOT NULL)');
+      await c.query("INSERT INTO items SELECT g, 'item ' || g FROM generate_series(1, 100000) g");
+      await c.end();
+    }
+  } catch {
+    customer = undefined;
+  }
+  const runs: StoreRun[] = [await runOn('embedded', undefined, customer)];
+  const storeDb = process.env['BENCH_STORES'] === 'embedded' ? undefined : await storeDatabase();
+  if (storeDb) {
+    try {
+      // the customer database lives on the same server as this store, and the control plane refuses
+      // credentials that point at its own database server: the postgres row runs on the embedded store only
+      runs.push(await runOn('PostgreSQL', storeDb.url, undefined));
+    } finally {
+      await storeDb.drop();
+    }
+  }
+  await customer?.drop();
+
+  process.stdout.write(`${CONNECTIONS} connections, ${SECONDS} s each\n\n| store | load | requests/s | p50 | p99 | non-2xx | ÷ /healthz |\n| --- | --- | --- | --- | --- | --- | --- |\n`);
+  for (const run of runs) {
+    const healthz = run.rows[0]?.rps ?? 1;
+    for (const r of run.rows) process.stdout.write(`| ${run.store} | ${r.name} | ${r.rps.toFixed(0)} | ${r.p50} ms | ${r.p99} ms | ${r.non2xx} | ${(r.rps / healthz).toFixed(3)}× |\n`);
+  }
+  if (runs[0]?.postgresSkipped) process.stdout.write('\n(postgres rows skipped: no PostgreSQL answered at TEST_DATABASE_URL)\n');
+  if (storeDb) process.stdout.write('\n(no postgres row on the PostgreSQL store: its customer database would be on the store\'s own server, which the control plane refuses to read)\n');
+  if (!storeDb) process.stdout.write('\n(PostgreSQL store skipped: no PostgreSQL answered at TEST_DATABASE_URL, or BENCH_STORES=embedded)\n');
 }
 
 main().catch((err: unknown) => {

@@ -2,10 +2,10 @@
  * buildApp(config) assembles the control plane without listening: the store (migrated), the
  * catalogue, the demo engine (warming up in the background), and one route plugin per resource.
  */
-import { randomBytes } from 'node:crypto';
 import Fastify from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Catalogue } from './catalogue/index.js';
+import { randomId } from './ids.js';
 import type { Config } from './config.js';
 import { startDemoEngine, type DemoEngine } from './demo/engine.js';
 import { registerAuth } from './http/auth.js';
@@ -99,7 +99,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
         ? false
         : { level: config.logLevel, redact: { paths: ['req.headers.authorization', 'req.headers.cookie'], censor: '[redacted]' }, ...(options.logStream ? { stream: options.logStream } : {}) },
     bodyLimit: config.limits.bodyLimitBytes,
-    genReqId: () => `req_${randomBytes(9).toString('base64url')}`,
+    genReqId: () => randomId('req', 9),
     requestIdHeader: false,
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false } },
     // requests in flight finish on close; idle keep-alive sockets are closed at once

@@ -5,6 +5,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { TRIAL } from '../billing/index.js';
 import type { Store } from '../store/index.js';
+import { randomId } from '../ids.js';
 
 export const KEY_PREFIX = 'svc_conn_';
 const KEY_RE = /^svc_conn_[A-Za-z0-9_-]{43}$/;
@@ -20,7 +21,7 @@ export function hashKey(key: string): string {
 }
 
 export function newId(prefix: string, bytes = 12): string {
-  return `${prefix}_${randomBytes(bytes).toString('base64url')}`;
+  return randomId(prefix, bytes);
 }
 
 export interface SignupResult {

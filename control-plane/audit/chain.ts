@@ -50,26 +50,35 @@ export function eventHash(body: EventBody): string {
   return sha256Hex(`${body.prev_hash}\n${canon(body)}`);
 }
 
+/** The fields of an event only the store knows when it commits, in canonical key order. */
+export const STORE_FILLED = ['at', 'prev_hash', 'seq'] as const;
+
 /**
- * An event's canonical JSON cut around its `prev_hash` and `seq` values, which only the store
- * knows when the event commits: `canon({...body, prev_hash, seq}) === a + prev_hash + b + seq + c`
- * for any hex `prev_hash` and integer `seq` (control-plane/store/functions.ts joins and hashes
- * them under the connection's row lock).
+ * An event's canonical JSON cut around the values only the store knows when the event commits
+ * (its time, `prev_hash` and `seq`, filled in under the connection's row lock):
+ * `canon({...body, at, prev_hash, seq}) === a + at + b + prev_hash + c + seq + d` for an ISO-8601
+ * `at`, a hex `prev_hash` and an integer `seq` (control-plane/store/functions.ts joins and hashes
+ * them).
  */
-export function canonParts(body: Record<string, unknown>): { readonly a: string; readonly b: string; readonly c: string } {
-  if ('prev_hash' in body || 'seq' in body) throw new TypeError('canonParts: prev_hash and seq are the store\'s');
-  const keys = [...Object.keys(body).filter((k) => body[k] !== undefined), 'prev_hash', 'seq'].sort();
-  const entry = (k: string): string => `${JSON.stringify(k)}:${canon(body[k])}`;
-  const p = keys.indexOf('prev_hash');
-  const q = keys.indexOf('seq');
-  const before = keys.slice(0, p).map(entry);
-  const between = keys.slice(p + 1, q).map(entry);
-  const after = keys.slice(q + 1).map(entry);
-  return {
-    a: `{${before.map((e) => `${e},`).join('')}"prev_hash":"`,
-    b: `"${between.map((e) => `,${e}`).join('')},"seq":`,
-    c: `${after.map((e) => `,${e}`).join('')}}`,
-  };
+export function canonParts(body: Record<string, unknown>): readonly [string, string, string, string] {
+  for (const k of STORE_FILLED) if (k in body) throw new TypeError(`canonParts: ${k} is the store's`);
+  const keys = [...Object.keys(body).filter((k) => body[k] !== undefined), ...STORE_FILLED].sort();
+  const parts: string[] = [];
+  let part = '{';
+  let first = true;
+  for (const k of keys) {
+    const sep = first ? '' : ',';
+    first = false;
+    if (k === 'seq') {
+      parts.push(`${part}${sep}"seq":`);
+      part = '';
+    } else if (k === 'at' || k === 'prev_hash') {
+      parts.push(`${part}${sep}${JSON.stringify(k)}:"`);
+      part = '"';
+    } else part += `${sep}${JSON.stringify(k)}:${canon(body[k])}`;
+  }
+  parts.push(`${part}}`);
+  return parts as unknown as readonly [string, string, string, string];
 }
 
 export interface VerifyResult {

@@ -2,7 +2,7 @@
  * The per-connection audit trail in the store: append under the connection's row lock (so
  * concurrent queries never fork the chain), list, stream as JSONL, verify.
  */
-import { randomBytes } from 'node:crypto';
+import { randomId } from '../ids.js';
 import type { Sql, Store } from '../store/index.js';
 import { canonParts, ChainVerifier, type EventBody, type StoredEvent, type VerifyResult } from './chain.js';
 
@@ -19,7 +19,7 @@ export class AuditError extends Error {
 export type AuditEvent = EventBody & { readonly id: string; readonly hash: string };
 
 export function newEventId(): string {
-  return `evt_${randomBytes(12).toString('base64url')}`;
+  return randomId('evt');
 }
 
 /** What the store answers for an appended event (svc_append_event, svc_settle). */
@@ -27,29 +27,28 @@ export interface AppendedRow {
   readonly o_seq: number;
   readonly o_prev: string;
   readonly o_hash: string;
+  readonly o_at: string;
 }
 
 /**
- * An event ready to append: its id, its time, and its canonical JSON cut around `prev_hash` and
- * `seq` (filled in by the store under the connection's row lock, so concurrent appends never fork
- * the chain). `fields` must be JSON data (no non-finite numbers).
+ * An event ready to append: its id, and its canonical JSON cut around `at`, `prev_hash` and `seq`
+ * (filled in by the store under the connection's row lock, so concurrent appends never fork the
+ * chain and times never go backwards along it). `fields` must be JSON data (no non-finite numbers).
  */
 export class PendingEvent {
-  readonly at = new Date().toISOString();
-  readonly parts: readonly [string, string, string];
+  readonly parts: readonly [string, string, string, string];
   constructor(
     readonly connectionId: string,
     private readonly fields: Record<string, unknown>,
     readonly id: string = newEventId(),
   ) {
-    const { a, b, c } = canonParts({ ...fields, id, connection_id: connectionId, at: this.at });
-    this.parts = [a, b, c];
+    this.parts = canonParts({ ...fields, id, connection_id: connectionId });
   }
 
   /** The event as appended, from the store's answer. */
   appended(row: AppendedRow | undefined): AuditEvent {
     if (!row) throw new AuditError(`connection ${this.connectionId} not found`);
-    return { ...this.fields, id: this.id, connection_id: this.connectionId, at: this.at, seq: row.o_seq, prev_hash: row.o_prev, hash: row.o_hash };
+    return { ...this.fields, id: this.id, connection_id: this.connectionId, at: row.o_at, seq: row.o_seq, prev_hash: row.o_prev, hash: row.o_hash };
   }
 }
 
@@ -60,7 +59,7 @@ export async function appendEvent(sql: Sql, connectionId: string, fields: Record
 
 export async function appendPending(sql: Sql, ev: PendingEvent): Promise<AuditEvent> {
   try {
-    const [row] = await sql.query<AppendedRow>('SELECT o_seq, o_prev, o_hash FROM svc_append_event($1, $2, $3, $4, $5)', [ev.connectionId, ev.id, ...ev.parts]);
+    const [row] = await sql.query<AppendedRow>('SELECT o_seq, o_prev, o_hash, o_at FROM svc_append_event($1, $2, $3, $4, $5, $6)', [ev.connectionId, ev.id, ...ev.parts]);
     return ev.appended(row);
   } catch (err) {
     if (isNoData(err)) throw new AuditError(`connection ${ev.connectionId} not found`);

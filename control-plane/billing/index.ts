@@ -5,7 +5,7 @@
  * trial or from the wallet (one UPDATE with its condition in the WHERE clause), so concurrent
  * queries can never spend the same allowance twice; it is settled or refunded afterwards.
  */
-import { randomBytes } from 'node:crypto';
+import { randomId } from '../ids.js';
 import { ApiError } from '../errors.js';
 import type { Sql, Store } from '../store/index.js';
 
@@ -228,7 +228,7 @@ export async function reserve(store: Store, orgId: string, maxResultBytes: numbe
 }
 
 function newReservationId(): string {
-  return `rsv_${randomBytes(12).toString('base64url')}`;
+  return randomId('rsv');
 }
 
 /** How a query's reservation ends: charged for its egress, given back, or left alone (already swept). */
@@ -245,7 +245,7 @@ export interface SettleQuery {
   /** count the query and its egress on the connection */
   readonly count: boolean;
   /** the audit event: its id and canonical JSON cut around prev_hash and seq (audit.PendingEvent) */
-  readonly event: { readonly id: string; readonly parts: readonly [string, string, string] };
+  readonly event: { readonly id: string; readonly parts: readonly [string, string, string, string] };
 }
 
 /**
@@ -255,7 +255,7 @@ export interface SettleQuery {
  * nothing was written).
  */
 export type SettleOutcome =
-  | { readonly outcome: 'ok'; readonly row: { readonly o_seq: number; readonly o_prev: string; readonly o_hash: string } }
+  | { readonly outcome: 'ok'; readonly row: { readonly o_seq: number; readonly o_prev: string; readonly o_hash: string; readonly o_at: string } }
   | { readonly outcome: 'swept' | 'revoked' | 'expired' | 'key_revoked' | 'relay_deleted' };
 
 /**
@@ -265,9 +265,10 @@ export type SettleOutcome =
  */
 export async function settleQuery(sql: Sql, q: SettleQuery): Promise<SettleOutcome> {
   const r = q.reservation;
-  const bytes = q.mode === 'settle' ? q.bytes : 0;
-  const [row] = await sql.query<{ o_outcome: string; o_seq: number; o_prev: string; o_hash: string }>(
-    'SELECT o_outcome, o_seq, o_prev, o_hash FROM svc_settle($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)',
+  // counted on the connection whatever the mode; charged only when settled
+  const bytes = q.bytes;
+  const [row] = await sql.query<{ o_outcome: string; o_seq: number; o_prev: string; o_hash: string; o_at: string }>(
+    'SELECT o_outcome, o_seq, o_prev, o_hash, o_at FROM svc_settle($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)',
     [
       q.mode,
       r.id,
@@ -276,8 +277,8 @@ export async function settleQuery(sql: Sql, q: SettleQuery): Promise<SettleOutco
       r.heldNc,
       r.egressHeld,
       bytes,
-      queryCostNc(bytes),
-      bytes * EGRESS_NC_PER_BYTE,
+      queryCostNc(q.mode === 'settle' ? bytes : 0),
+      q.mode === 'settle' ? bytes * EGRESS_NC_PER_BYTE : 0,
       q.connectionId,
       q.check?.keyId ?? null,
       q.check?.relayId ?? null,

@@ -99,12 +99,25 @@ export class EmbeddedPostgres {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
-      this.worker.postMessage({ ...body, id });
+      try {
+        this.worker.postMessage({ ...body, id });
+      } catch (err) {
+        // a value that cannot be sent to the thread (a function, a symbol): this request fails alone
+        this.pending.delete(id);
+        reject(err as Error);
+      }
     });
   }
 
   /** Run `fn` with the engine to itself; requests made inside go straight through. */
-  async exclusive<T>(fn: (engine: EngineSession) => Promise<T>): Promise<T> {
+  exclusive<T>(fn: (engine: EngineSession) => Promise<T>): Promise<T> {
+    // statements asked for after this run after it: the batch they would have joined is closed
+    this.open = undefined;
+    return this.acquire(fn);
+  }
+
+  /** Wait for the engine (first come, first served), then hold it while `fn` runs. */
+  private async acquire<T>(fn: (engine: EngineSession) => Promise<T>): Promise<T> {
     const previous = this.lock;
     let release!: () => void;
     this.lock = new Promise<void>((r) => (release = r));
@@ -125,33 +138,46 @@ export class EmbeddedPostgres {
   };
 
   /**
-   * One statement on its own (autocommit). Statements asked for while the engine is busy go to it
-   * together, in one message, when it is free (run one after another, each on its own): under
+   * One statement on its own (autocommit). Statements asked for one after another, with no
+   * `exclusive()` between them, go to the thread together in one message (at most MAX_BATCH),
+   * taking their place in the engine's first-come order when the first of them is asked for; the
+   * thread runs them one after another, each on its own, and each answers or fails alone. Under
    * load the thread hop is paid once per batch instead of once per statement.
    */
   query(sql: string, params: readonly unknown[] = []): Promise<Record<string, unknown>[]> {
     return new Promise((resolve, reject) => {
-      this.queued.push({ sql, params, resolve, reject });
-      if (this.queued.length === 1) void this.exclusive(() => this.flush());
+      let batch = this.open;
+      if (!batch || batch.length >= MAX_BATCH) {
+        const fresh: QueuedStatement[] = [];
+        batch = this.open = fresh;
+        void this.acquire(() => this.runBatch(fresh));
+      }
+      batch.push({ sql, params, resolve, reject });
     });
   }
 
-  private queued: QueuedStatement[] = [];
+  /** the batch statements join until it starts (or fills, or an `exclusive()` is asked for) */
+  private open: QueuedStatement[] | undefined;
 
-  private async flush(): Promise<void> {
-    const items = this.queued.splice(0, MAX_BATCH);
-    if (this.queued.length > 0) void this.exclusive(() => this.flush());
-    if (items.length === 0) return;
+  private async runBatch(items: QueuedStatement[]): Promise<void> {
+    if (this.open === items) this.open = undefined;
+    let results: BatchItemResult[];
     try {
-      const results = (await this.send({ op: 'batch', items: items.map((i) => ({ sql: i.sql, params: i.params })) })) as BatchItemResult[];
-      items.forEach((item, k) => {
-        const r = results[k];
-        if (r?.ok) item.resolve(r.rows);
-        else item.reject(new EmbeddedError('EMBEDDED_ERR_SQL', r?.error ?? { message: 'no result' }));
-      });
+      results = (await this.send({ op: 'batch', items: items.map((i) => ({ sql: i.sql, params: i.params })) })) as BatchItemResult[];
     } catch (err) {
-      for (const item of items) item.reject(err as Error);
+      if (this.dead || items.length === 1) {
+        for (const item of items) item.reject(err as Error);
+        return;
+      }
+      // one statement's parameters could not be sent to the thread: each goes alone, and fails alone
+      for (const item of items) await this.session.query(item.sql, item.params).then(item.resolve, item.reject);
+      return;
     }
+    items.forEach((item, k) => {
+      const r = results[k];
+      if (r?.ok) item.resolve(r.rows);
+      else item.reject(new EmbeddedError('EMBEDDED_ERR_SQL', r?.error ?? { message: 'no result' }));
+    });
   }
 
   exec(sql: string): Promise<void> {

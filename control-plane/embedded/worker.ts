@@ -32,8 +32,8 @@ async function read(spec: ReadQuerySpec): Promise<ReadQueryResult> {
   // the transaction and its settings in one simple-protocol round trip (the preamble is ours:
   // settings with quoted literals, never the agent's text); the statement itself goes alone
   // through the extended protocol, which runs exactly one statement
-  await pg.exec(['BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY', ...spec.preamble].join(';\n'));
   try {
+    await pg.exec(['BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY', ...spec.preamble].join(';\n'));
     const caps = { maxRows: spec.maxRows, maxBytes: spec.maxBytes, once: spec.direct };
     // query() is the extended protocol: one statement per round trip
     if (spec.direct) return await collectRows(() => pg.query<unknown[]>(spec.sql, [], { rowMode: 'array' }), caps);

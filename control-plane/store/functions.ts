@@ -11,12 +11,14 @@
 
 /**
  * Append one audit event. The caller sends the event's canonical JSON (RFC 8785) cut around the
- * two values only the store knows at commit, `prev_hash` and `seq`: body = a ‖ prev_hash ‖ b ‖
- * seq ‖ c, and hash = sha256(prev_hash ‖ "\n" ‖ body), the chain's rule (docs: audit chain).
+ * three values only the store knows at commit, `at`, `prev_hash` and `seq`: body = a ‖ at ‖ b ‖
+ * prev_hash ‖ c ‖ seq ‖ d, and hash = sha256(prev_hash ‖ "\n" ‖ body), the chain's rule (docs:
+ * audit chain). `at` is the store's clock read under the connection's row lock, so times never go
+ * backwards along a chain; it has JavaScript's toISOString form (UTC, milliseconds).
  */
 const APPEND_EVENT = `
-CREATE FUNCTION svc_append_event(p_conn text, p_event_id text, p_a text, p_b text, p_c text,
-  OUT o_seq integer, OUT o_prev text, OUT o_hash text)
+CREATE FUNCTION svc_append_event(p_conn text, p_event_id text, p_a text, p_b text, p_c text, p_d text,
+  OUT o_seq integer, OUT o_prev text, OUT o_hash text, OUT o_at text)
 LANGUAGE plpgsql AS $fn$
 DECLARE
   v_body text;
@@ -25,7 +27,8 @@ BEGIN
   IF NOT FOUND THEN
     RAISE EXCEPTION 'connection % not found', p_conn USING ERRCODE = 'P0002';
   END IF;
-  v_body := p_a || o_prev || p_b || o_seq::text || p_c;
+  o_at := to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
+  v_body := p_a || o_at || p_b || o_prev || p_c || o_seq::text || p_d;
   o_hash := encode(sha256(convert_to(o_prev || chr(10) || v_body, 'UTF8')), 'hex');
   INSERT INTO audit_events (connection_id, seq, event_id, body, hash) VALUES (p_conn, o_seq, p_event_id, v_body, o_hash);
   UPDATE connections SET head_hash = o_hash, head_seq = o_seq WHERE id = p_conn;
@@ -118,8 +121,8 @@ const SETTLE = `
 CREATE FUNCTION svc_settle(p_mode text, p_rsv text, p_org text, p_payer text, p_held bigint, p_egress_held bigint,
   p_bytes bigint, p_cost bigint, p_egress_nc bigint,
   p_conn text, p_key text, p_relay text, p_check boolean, p_count boolean, p_now timestamptz, p_wallet_max bigint,
-  p_event_id text, p_a text, p_b text, p_c text,
-  OUT o_outcome text, OUT o_seq integer, OUT o_prev text, OUT o_hash text)
+  p_event_id text, p_a text, p_b text, p_c text, p_d text,
+  OUT o_outcome text, OUT o_seq integer, OUT o_prev text, OUT o_hash text, OUT o_at text)
 LANGUAGE plpgsql AS $fn$
 DECLARE
   v_conn record;
@@ -179,7 +182,7 @@ BEGIN
   IF p_count THEN
     UPDATE connections SET queries = queries + 1, bytes_egressed = bytes_egressed + p_bytes, last_query_at = p_now WHERE id = p_conn;
   END IF;
-  SELECT a.o_seq, a.o_prev, a.o_hash INTO o_seq, o_prev, o_hash FROM svc_append_event(p_conn, p_event_id, p_a, p_b, p_c) a;
+  SELECT a.o_seq, a.o_prev, a.o_hash, a.o_at INTO o_seq, o_prev, o_hash, o_at FROM svc_append_event(p_conn, p_event_id, p_a, p_b, p_c, p_d) a;
   o_outcome := 'ok';
 END
 $fn$`;

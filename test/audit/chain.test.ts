@@ -71,20 +71,22 @@ t.test('verifyChain finds the first broken event', async (t) => {
   t.match(verifyChain(genesis, rehashed, head), { verified: false, broken_at: 3 });
 });
 
-t.test('canonParts cuts the canonical JSON exactly around prev_hash and seq', async (t) => {
+t.test('canonParts cuts the canonical JSON exactly around at, prev_hash and seq', async (t) => {
   const prev = sha('prev');
+  const at = '2026-11-25T16:00:00.123Z';
   const bodies: Record<string, unknown>[] = [
     {},
     { type: 'query' },
-    { a: 1, z: 2 },
-    // keys sorting before, between and after the two, and nested keys of the same names
-    { org_id: 'o', q: 1, r: { prev_hash: 'x', seq: 9 }, row_filters: { 'seq': null }, sa: true, sql: "it's \"quoted\" \\ \u0000 \ud83d\ude00", zz: [1, { seq: 2 }] },
-    { 'prev_hash\u0000': 1, 'seq\u0000': 2, prev_has: 3, seq_: 4, '\ud83d': 'lone', '\u20ac': 5 },
+    { a: 1, z: 2, ab: 3, au: 4 },
+    // keys sorting before, between and after the three, and nested keys of the same names
+    { org_id: 'o', q: 1, r: { prev_hash: 'x', seq: 9, at: 1 }, row_filters: { seq: null }, sa: true, sql: "it's \"quoted\" \\ \u0000 \ud83d\ude00", zz: [1, { seq: 2 }] },
+    { 'prev_hash\u0000': 1, 'seq\u0000': 2, prev_has: 3, seq_: 4, at_: 5, as: 6, '\ud83d': 'lone', '\u20ac': 5, '': 0 },
   ];
   for (const body of bodies) {
-    const { a, b, c } = canonParts(body);
-    for (const seq of [1, 42, 2_000_000_000]) t.equal(`${a}${prev}${b}${seq}${c}`, canon({ ...body, prev_hash: prev, seq }), JSON.stringify(Object.keys(body)));
+    const [a, b, c, d] = canonParts(body);
+    for (const seq of [1, 42, 2_000_000_000]) t.equal(`${a}${at}${b}${prev}${c}${seq}${d}`, canon({ ...body, at, prev_hash: prev, seq }), JSON.stringify(Object.keys(body)));
   }
   t.throws(() => canonParts({ seq: 1 }), TypeError);
   t.throws(() => canonParts({ prev_hash: 'x' }), TypeError);
+  t.throws(() => canonParts({ at: 'x' }), TypeError);
 });
