@@ -16,7 +16,7 @@ import { parseSync } from 'pgsql-parser';
 import { buildApp } from '../control-plane/app.js';
 import { Catalogue, parseScopes } from '../control-plane/catalogue/index.js';
 import { loadConfig } from '../control-plane/config.js';
-import { demoPolicy } from '../control-plane/query/engine.js';
+import { demoPolicy } from '../control-plane/query/backends.js';
 import { DEMO_READER_ROLE, scopeSettings } from '../control-plane/demo/load.js';
 import { embeddedDemoImage } from '../control-plane/demo/engine.js';
 import { EmbeddedPostgres } from '../control-plane/embedded/index.js';

@@ -24,9 +24,14 @@ export interface TableInfo {
   readonly columns: readonly ColumnInfo[];
 }
 
+/** Where a target's statements run (control-plane/query/backends.ts). */
+export type BackendKind = 'demo' | 'relay' | 'connector';
+
 export interface Target extends ScopeTarget {
   readonly id: string;
   readonly kind: 'demo' | 'live';
+  /** the demo engines, the relay tunnel, or the target's live connector */
+  readonly backend: BackendKind;
   readonly name: string;
   readonly description: string;
   readonly pack: string | null;
@@ -78,6 +83,7 @@ function demoTarget(d: DatasetDef): Target {
   return {
     id: d.targetId,
     kind: 'demo',
+    backend: 'demo',
     name: d.name,
     description: d.description,
     pack: d.pack,
@@ -118,6 +124,7 @@ function liveTarget(l: LiveTargetDef): Target {
   return {
     id: l.id,
     kind: 'live',
+    backend: l.backend,
     name: l.name,
     description: l.description,
     pack: null,

@@ -14,6 +14,8 @@ export interface LiveTargetDef {
   readonly description: string;
   /** the credential kind it needs; null for the relay */
   readonly credentialKind: string | null;
+  /** where its statements run: the relay tunnel, or its live connector */
+  readonly backend: 'relay' | 'connector';
   /** fixed tables for API connectors; null for databases (any table the credential can read) */
   readonly tables: readonly LiveTableInfo[] | null;
   /** databases accept `read:<schema>.<table>` */
@@ -35,6 +37,7 @@ export const LIVE_TARGETS: readonly LiveTargetDef[] = [
     name: 'PostgreSQL through svc-relay',
     description: 'A customer-owned PostgreSQL reached through an outbound mutual-TLS tunnel held by svc-relay. Requires a relay:<relay_id> scope.',
     credentialKind: null,
+    backend: 'relay',
     tables: null,
     database: true,
     period: false,
@@ -44,6 +47,7 @@ export const LIVE_TARGETS: readonly LiveTargetDef[] = [
     name: 'PostgreSQL (bring your own credentials)',
     description: 'A PostgreSQL server the control plane can reach, using the organization’s registered connection URL.',
     credentialKind: 'postgres',
+    backend: 'connector',
     tables: null,
     database: true,
     period: false,
@@ -53,6 +57,7 @@ export const LIVE_TARGETS: readonly LiveTargetDef[] = [
     name: 'MySQL / MariaDB (bring your own credentials)',
     description: 'A MySQL or MariaDB server the control plane can reach, using the organization’s registered connection URL.',
     credentialKind: 'mysql',
+    backend: 'connector',
     tables: null,
     database: true,
     period: false,
@@ -62,6 +67,7 @@ export const LIVE_TARGETS: readonly LiveTargetDef[] = [
     name: 'Stripe (restricted key)',
     description: 'Payment-provider objects as SQL tables, fetched with a restricted read-only key (rk_…).',
     credentialKind: 'stripe',
+    backend: 'connector',
     tables: tablesOf('stripe'),
     database: false,
     period: true,
@@ -71,6 +77,7 @@ export const LIVE_TARGETS: readonly LiveTargetDef[] = [
     name: 'GitHub',
     description: 'Repositories, issues and pull requests as SQL tables, with a fine-grained read-only token.',
     credentialKind: 'github',
+    backend: 'connector',
     tables: tablesOf('github'),
     database: false,
     period: true,
@@ -80,6 +87,7 @@ export const LIVE_TARGETS: readonly LiveTargetDef[] = [
     name: 'HubSpot',
     description: 'CRM contacts, companies and deals as SQL tables, with a private-app token.',
     credentialKind: 'hubspot',
+    backend: 'connector',
     tables: tablesOf('hubspot'),
     database: false,
     period: true,
@@ -89,6 +97,7 @@ export const LIVE_TARGETS: readonly LiveTargetDef[] = [
     name: 'Salesforce',
     description: 'Accounts, contacts and opportunities as SQL tables, with an OAuth access token.',
     credentialKind: 'salesforce',
+    backend: 'connector',
     tables: tablesOf('salesforce'),
     database: false,
     period: true,
@@ -98,6 +107,7 @@ export const LIVE_TARGETS: readonly LiveTargetDef[] = [
     name: 'CSV / JSON files over HTTPS',
     description: 'CSV or JSON files at HTTPS URLs (optionally with a bearer token) queried as tables.',
     credentialKind: 'http-files',
+    backend: 'connector',
     tables: null,
     database: false,
     period: false,

@@ -8,34 +8,20 @@ import type { Catalogue, Interval, ParsedScopes, Target } from '../catalogue/ind
 import { parseScopes } from '../catalogue/index.js';
 import type { Limits } from '../config.js';
 import { assertUsable, connectionForQuery, getConnection } from '../connections/index.js';
-import type { CredentialStore } from '../credentials/index.js';
-import { scrub } from '../credentials/database.js';
-import type { LiveRegistry } from '../live/index.js';
-import type { LiveConnector, PreparedLiveQuery } from '../live/types.js';
-import { DemoQueryError, type DemoEngine } from '../demo/engine.js';
-import type { TunnelRegistry } from '../tunnel/index.js';
-import { relayPolicy, runOnRelay } from './relay.js';
-import { scopeSettings } from '../demo/load.js';
+import { DemoQueryError } from '../demo/engine.js';
 import type { ColumnInfo, Row } from '../embedded/index.js';
 import { ApiError, isApiError } from '../errors.js';
 import type { Store } from '../store/index.js';
-import { periodPredicate, SqlPolicyError, type CheckedQuery, type ScopedTable, type SqlPolicy } from './sql/index.js';
-import { checkAndRewriteAsync } from './sql/offload.js';
-import { CheckCache } from './sql/check-cache.js';
+import { SqlPolicyError } from './sql/index.js';
+import { backendFor, type Backend, type Backends, type PreparedStatement } from './backends.js';
 import { RunningQueries, stoppedError, type RunningQuery } from './running.js';
 
 export interface QueryDeps {
   readonly store: Store;
   readonly catalogue: Catalogue;
-  readonly demo: () => Promise<DemoEngine>;
   readonly limits: Limits;
-  readonly tunnels: TunnelRegistry;
-  /** the live connectors (every live target but postgres-relay) */
-  readonly live: LiveRegistry;
-  /** bring-your-own credentials, opened at query time */
-  readonly credentials: CredentialStore;
-  /** aborted when the control plane shuts down: live statements are cancelled at their source */
-  readonly shutdown?: AbortSignal;
+  /** where statements run, by the catalogue's `backend` kind of their target */
+  readonly backends: Backends;
   /** running statements per connection: revocation, expiry and relay deletion stop them */
   readonly running?: RunningQueries;
 }
@@ -76,63 +62,16 @@ export function auditedSql(name: string, text: string): Record<string, unknown> 
   return out;
 }
 
-export function demoPolicy(target: Target, scopes: ParsedScopes): SqlPolicy {
-  const dataset = target.dataset;
-  if (!dataset) throw new Error(`${target.id} is not a demo target`);
-  const allowed = new Map<string, ScopedTable>();
-  for (const t of dataset.tables) {
-    if (scopes.read !== 'all' && !scopes.read.has(t.name)) continue;
-    allowed.set(t.name, {
-      name: t.name,
-      schema: dataset.schema,
-      table: t.name,
-      predicate: t.timeColumn ? periodPredicate(t.timeColumn, scopes.periods) : null,
-    });
-  }
-  return { allowed, known: dataset.tables.map((t) => t.name), schemas: [dataset.schema] };
-}
-
-/** What a statement was allowed to read: from the SQL policy (demo, relay) or the live connector. */
-interface Allowed {
-  readonly tablesAllowed: readonly string[] | '*';
-  readonly rowFilters: Readonly<Record<string, string | null>>;
-}
-
-function allowedByPolicy(scopes: ParsedScopes, policy: SqlPolicy, tablesRead: readonly string[]): Allowed {
-  const rowFilters: Record<string, string | null> = {};
-  for (const name of tablesRead) rowFilters[name] = policy.allowed.get(name)?.predicate ?? null;
-  return { tablesAllowed: scopes.read === 'all' ? '*' : [...new Set([...policy.allowed.values()].map((t) => t.name))].sort(), rowFilters };
-}
-
-function scopeApplied(target: Target, scopes: ParsedScopes, allowed: Allowed, tablesRead: readonly string[], limits: Limits): ScopeApplied {
+function scopeApplied(target: Target, scopes: ParsedScopes, q: PreparedStatement, limits: Limits): ScopeApplied {
   return {
     target_id: target.id,
     scopes: scopes.normalized,
-    tables_allowed: allowed.tablesAllowed,
-    tables_read: tablesRead,
-    row_filters: allowed.rowFilters,
+    tables_allowed: q.tablesAllowed,
+    tables_read: q.tables,
+    row_filters: q.rowFilters,
     periods: scopes.periods,
     limits: { max_rows: limits.maxRows, max_bytes: limits.maxResultBytes, timeout_ms: limits.queryTimeoutMs },
   };
-}
-
-/**
- * `work`, or its abort reason as soon as `signal` aborts (a demo statement still waiting for an
- * engine is then answered at once; the engine skips it when its turn comes).
- */
-function untilStopped<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) {
-    work.catch(() => undefined);
-    return Promise.reject(signal.reason);
-  }
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    work.then(
-      (v) => (signal.removeEventListener('abort', onAbort), resolve(v)),
-      (e: unknown) => (signal.removeEventListener('abort', onAbort), reject(e)),
-    );
-  });
 }
 
 /** used when the caller keeps no registry (expiry still stops the statement) */
@@ -220,9 +159,6 @@ function translate(err: unknown): ApiError {
   return new ApiError('internal_error', 'the query failed unexpectedly');
 }
 
-/** Statements checked and rewritten for the demo and relay targets, by target, scopes and text (this process). */
-export const checkedStatements = new CheckCache<CheckedQuery>();
-
 export async function runQuery(deps: QueryDeps, orgId: string, connectionId: string, sqlText: string, caller: { address?: string; keyId?: string } = {}): Promise<QueryResponse> {
   const started = Date.now();
   // from this process's cache when known: its revocation is read fresh by the reservation, and
@@ -283,11 +219,8 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
 
   let target: Target | undefined;
   let scopes: ParsedScopes;
-  let policy: SqlPolicy | undefined;
-  let checked: { readonly sql: string; readonly tables: readonly string[]; readonly kind: string };
-  let allowed: Allowed;
-  let connector: LiveConnector | undefined;
-  let prepared: PreparedLiveQuery | undefined;
+  let backend: Backend;
+  let checked: PreparedStatement;
   try {
     assertUsable(conn);
     // the cheapest limit first: nothing is parsed beyond it
@@ -303,31 +236,13 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
     if (!target) throw new ApiError('internal_error', 'the connection names a target that no longer exists');
     scopes = parseScopes(target, conn.scopes);
     relayId = scopes.relay;
-    if (target.kind === 'live' && target.id !== 'postgres-relay') {
-      connector = deps.live.connector(target.id);
-      if (!connector) {
-        throw new ApiError('not_implemented', `queries on the live target ${target.id} are not available in this version; see GET /v1/connections/targets for the queryable ones`, { target_id: target.id });
-      }
-      prepared = await connector.prepare(sqlText, scopes, target, { tenant: orgId });
-      checked = { sql: prepared.sql, tables: prepared.tables, kind: 'select' };
-      allowed = { tablesAllowed: prepared.tablesAllowed, rowFilters: prepared.rowFilters };
-    } else {
-      if (target.id !== 'postgres-relay' && !target.dataset) throw new ApiError('internal_error', `${target.id} has no dataset`);
-      policy = target.id === 'postgres-relay' ? relayPolicy(scopes) : demoPolicy(target, scopes);
-      const key = CheckCache.key(target.id, scopes.normalized, sqlText);
-      const hit = checkedStatements.get(key);
-      if (hit) checked = hit;
-      else {
-        checked = await checkAndRewriteAsync(sqlText, policy, orgId);
-        checkedStatements.set(key, checked);
-      }
-      allowed = allowedByPolicy(scopes, policy, checked.tables);
-    }
+    backend = backendFor(deps.backends, target);
+    checked = await backend.prepare(sqlText, scopes, target, { tenant: orgId });
   } catch (err) {
     return fail(err);
   }
 
-  const applied = scopeApplied(target, scopes, allowed, checked.tables, deps.limits);
+  const applied = scopeApplied(target, scopes, checked, deps.limits);
   let reservation: Reservation;
   try {
     reservation = await reserve(deps.store, orgId, deps.limits.maxResultBytes, { waitMs: deps.limits.queryTimeoutMs, connectionId: conn.id, keyId: caller.keyId });
@@ -355,20 +270,15 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
     let result;
     try {
       if (stopped()) throw stopped();
-      if (connector && prepared) result = await runOnLive(connector, prepared);
-      else if (target.id === 'postgres-relay') {
-        result = await runOnRelay(
-          deps.tunnels,
-          scopes.relay as string,
-          checked.sql,
-          {
-            timeoutMs: deps.limits.queryTimeoutMs,
-            maxRows: deps.limits.maxRows,
-            maxBytes: reservation.maxBytes,
-          },
-          running.signal,
-        );
-      } else result = await untilStopped(runOnDemo(), running.signal);
+      result = await backend.run(checked, {
+        orgId,
+        connectionId: conn.id,
+        scopes,
+        limits: { timeoutMs: deps.limits.queryTimeoutMs, maxRows: deps.limits.maxRows, maxBytes: reservation.maxBytes },
+        signal: running.signal,
+        trial: !reservation.paying,
+        address: caller.address,
+      });
     } catch (err) {
       const why = stopped();
       if (why) {
@@ -388,51 +298,6 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
         return fail(err, ran, charge);
       }
       return fail(err, ran, giveBack);
-    }
-
-    async function runOnLive(c: LiveConnector, q: PreparedLiveQuery): Promise<Awaited<ReturnType<LiveConnector['run']>>> {
-      // opened only now, for this statement; never logged, never in an error or audit event
-      const credential = await deps.credentials.resolve(orgId, c.credentialKind);
-      const deadline = new AbortController();
-      const timer = setTimeout(() => deadline.abort(new Error('deadline')), deps.limits.queryTimeoutMs + 1000);
-      const signal = AbortSignal.any([deadline.signal, running.signal, ...(deps.shutdown ? [deps.shutdown] : [])]);
-      try {
-        return await c.run(q, {
-          orgId,
-          connectionId: conn.id,
-          scopes,
-          credential,
-          limits: { timeoutMs: deps.limits.queryTimeoutMs, maxRows: deps.limits.maxRows, maxBytes: reservation.maxBytes },
-          signal,
-        });
-      } catch (err) {
-        // defence in depth: whatever a connector says, the credential does not leave in it
-        if (!isApiError(err)) throw err;
-        const clean = (text: string): string => scrub(text, credential.secret);
-        const details = err.details ? (JSON.parse(clean(JSON.stringify(err.details))) as Record<string, unknown>) : undefined;
-        throw new ApiError(err.code, clean(err.message), details, err.headers);
-      } finally {
-        clearTimeout(timer);
-      }
-    }
-
-    async function runOnDemo(): Promise<Awaited<ReturnType<DemoEngine['run']>>> {
-      const engine = await deps.demo().catch(() => {
-        throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo datasets could not be loaded');
-      });
-      return engine.run({
-        sql: checked.sql,
-        direct: checked.kind === 'explain',
-        settings: scopeSettings([...(policy?.allowed.values() ?? [])], scopes.periods),
-        tenant: orgId,
-        timeoutMs: deps.limits.queryTimeoutMs,
-        maxRows: deps.limits.maxRows,
-        maxBytes: reservation.maxBytes,
-        signal: running.signal,
-        // free organizations (never funded a wallet) share the engines' free slice, by client address
-      trial: !reservation.paying,
-        ...(caller.address ? { address: caller.address } : {}),
-      });
     }
 
     // stopped after its rows arrived: the connection's state decides, under its row lock, below

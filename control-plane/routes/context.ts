@@ -9,6 +9,7 @@ import type { TunnelRegistry } from '../tunnel/index.js';
 import type { CredentialStore } from '../credentials/index.js';
 import type { LiveRegistry } from '../live/index.js';
 import type { QueryDeps } from '../query/engine.js';
+import { ConnectorBackend, DemoBackend, RelayBackend, type Backends } from '../query/backends.js';
 import type { RunningQueries } from '../query/running.js';
 
 export type App = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, FastifyBaseLogger, TypeBoxTypeProvider>;
@@ -34,9 +35,17 @@ export interface Services {
   readonly running: RunningQueries;
 }
 
-/** What the query path needs, from the services (HTTP routes, MCP tools). */
+const depsOf = new WeakMap<Services, QueryDeps>();
+
+/** What the query path needs, from the services (HTTP routes, MCP tools): built once per app. */
 export function queryDeps(s: Services): QueryDeps {
-  return { store: s.store, catalogue: s.catalogue, demo: s.demo, limits: s.config.limits, tunnels: s.tunnels, live: s.live, credentials: s.credentials, shutdown: s.shutdown, running: s.running };
+  let deps = depsOf.get(s);
+  if (!deps) {
+    const backends: Backends = { demo: new DemoBackend(s.demo), relay: new RelayBackend(s.tunnels), connector: new ConnectorBackend(s.live, s.credentials, s.shutdown) };
+    deps = { store: s.store, catalogue: s.catalogue, limits: s.config.limits, backends, running: s.running };
+    depsOf.set(s, deps);
+  }
+  return deps;
 }
 
 export const ErrorSchema = Type.Object(

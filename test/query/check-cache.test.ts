@@ -5,7 +5,7 @@
  */
 import t from 'tap';
 import { CheckCache } from '../../control-plane/query/sql/check-cache.js';
-import { checkedStatements } from '../../control-plane/query/engine.js';
+import { checkedStatements } from '../../control-plane/query/backends.js';
 import { api, openConnection, signupAgent, startServer } from '../helpers/server.js';
 
 t.test('bounded by entries and by characters, least recently used out first', async (t) => {

@@ -1,0 +1,221 @@
+/**
+ * The backends a statement runs on, one interface for all: the demo engines, `postgres-relay`
+ * (the relay tunnel) and the live connectors (`postgres`, `mysql`, the API and file targets). Each
+ * prepares a statement (its policy: parse, check, rewrite) and runs it (rows capped while they are
+ * read). Which one a target uses is data: the catalogue's `backend` field. Everything around a
+ * backend (connection, admission, reservation, deadline, settlement, audit, error answers) is
+ * query/engine.ts, the same for all of them.
+ */
+import type { ParsedScopes, Target } from '../catalogue/index.js';
+import type { CredentialStore } from '../credentials/index.js';
+import { scrub } from '../credentials/database.js';
+import { DemoQueryError, type DemoEngine } from '../demo/engine.js';
+import { scopeSettings } from '../demo/load.js';
+import type { ReadQueryResult } from '../embedded/index.js';
+import { ApiError, isApiError } from '../errors.js';
+import type { LiveRegistry } from '../live/index.js';
+import type { LiveConnector, PreparedLiveQuery } from '../live/types.js';
+import type { TunnelRegistry } from '../tunnel/index.js';
+import { relayPolicy, runOnRelay } from './relay.js';
+import { periodPredicate, type CheckedQuery, type ScopedTable, type SqlPolicy } from './sql/index.js';
+import { CheckCache } from './sql/check-cache.js';
+import { checkAndRewriteAsync } from './sql/offload.js';
+
+/** A statement checked against a connection's scopes, ready to run. */
+export interface PreparedStatement {
+  /** the statement that runs (rewritten); audited as `sql_executed` */
+  readonly sql: string;
+  /** agent-facing names of the tables read, sorted, unique */
+  readonly tables: readonly string[];
+  /** agent-facing table name → the row predicate enforced beneath the statement (null: every row) */
+  readonly rowFilters: Readonly<Record<string, string | null>>;
+  /** tables the scopes allow (agent-facing names); '*' when they allow every table */
+  readonly tablesAllowed: readonly string[] | '*';
+  /** backend-private data carried from prepare to run */
+  readonly plan: unknown;
+}
+
+export interface RunContext {
+  readonly orgId: string;
+  readonly connectionId: string;
+  readonly scopes: ParsedScopes;
+  readonly limits: { readonly timeoutMs: number; readonly maxRows: number; readonly maxBytes: number };
+  /** aborted when the statement must stop (revocation, expiry, relay deletion): it is stopped at its source */
+  readonly signal: AbortSignal;
+  /** a free organization (never funded a wallet): the demo engines admit it in their free class */
+  readonly trial: boolean;
+  /** the client's address (free work is shared fairly by it) */
+  readonly address?: string | undefined;
+}
+
+export interface Backend {
+  /**
+   * Parse, check and rewrite the agent's statement for these scopes. Throws SqlPolicyError
+   * (`invalid_sql` / `scope_violation`) or ApiError. Reads nothing at the source.
+   */
+  prepare(sqlText: string, scopes: ParsedScopes, target: Target, caller: { readonly tenant: string }): Promise<PreparedStatement>;
+  /** Run it at its source. Throws ApiError, or DemoQueryError from the demo engines. */
+  run(q: PreparedStatement, ctx: RunContext): Promise<ReadQueryResult>;
+}
+
+/** Statements checked and rewritten for the demo and relay targets, by target, scopes and text (this process). */
+export const checkedStatements = new CheckCache<CheckedQuery>();
+
+export function demoPolicy(target: Target, scopes: ParsedScopes): SqlPolicy {
+  const dataset = target.dataset;
+  if (!dataset) throw new Error(`${target.id} is not a demo target`);
+  const allowed = new Map<string, ScopedTable>();
+  for (const t of dataset.tables) {
+    if (scopes.read !== 'all' && !scopes.read.has(t.name)) continue;
+    allowed.set(t.name, {
+      name: t.name,
+      schema: dataset.schema,
+      table: t.name,
+      predicate: t.timeColumn ? periodPredicate(t.timeColumn, scopes.periods) : null,
+    });
+  }
+  return { allowed, known: dataset.tables.map((t) => t.name), schemas: [dataset.schema] };
+}
+
+/** A statement under a PostgreSQL-dialect policy of ours (demo, relay), through the check cache. */
+async function preparePolicy(target: Target, scopes: ParsedScopes, policy: SqlPolicy, sqlText: string, tenant: string): Promise<PreparedStatement & { readonly plan: PolicyPlan }> {
+  const key = CheckCache.key(target.id, scopes.normalized, sqlText);
+  let checked = checkedStatements.get(key);
+  if (!checked) {
+    checked = await checkAndRewriteAsync(sqlText, policy, tenant);
+    checkedStatements.set(key, checked);
+  }
+  const rowFilters: Record<string, string | null> = {};
+  for (const name of checked.tables) rowFilters[name] = policy.allowed.get(name)?.predicate ?? null;
+  return {
+    sql: checked.sql,
+    tables: checked.tables,
+    rowFilters,
+    tablesAllowed: scopes.read === 'all' ? '*' : [...new Set([...policy.allowed.values()].map((t) => t.name))].sort(),
+    plan: { explain: checked.kind === 'explain', allowed: [...policy.allowed.values()] },
+  };
+}
+
+interface PolicyPlan {
+  readonly explain: boolean;
+  readonly allowed: readonly ScopedTable[];
+}
+
+/**
+ * `work`, or its abort reason as soon as `signal` aborts (a demo statement still waiting for an
+ * engine is then answered at once; the engine skips it when its turn comes).
+ */
+function untilStopped<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) {
+    work.catch(() => undefined);
+    return Promise.reject(signal.reason);
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(
+      (v) => (signal.removeEventListener('abort', onAbort), resolve(v)),
+      (e: unknown) => (signal.removeEventListener('abort', onAbort), reject(e)),
+    );
+  });
+}
+
+/** The demo datasets, on the demo engines (embedded workers or SVC_DEMO_DATABASE_URL). */
+export class DemoBackend implements Backend {
+  constructor(private readonly engine: () => Promise<DemoEngine>) {}
+
+  async prepare(sqlText: string, scopes: ParsedScopes, target: Target, caller: { readonly tenant: string }): Promise<PreparedStatement> {
+    if (!target.dataset) throw new ApiError('internal_error', `${target.id} has no dataset`);
+    return preparePolicy(target, scopes, demoPolicy(target, scopes), sqlText, caller.tenant);
+  }
+
+  async run(q: PreparedStatement, ctx: RunContext): Promise<ReadQueryResult> {
+    const plan = q.plan as PolicyPlan;
+    const work = this.engine()
+      .catch(() => {
+        throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo datasets could not be loaded');
+      })
+      .then((engine) =>
+        engine.run({
+          sql: q.sql,
+          direct: plan.explain,
+          settings: scopeSettings(plan.allowed, ctx.scopes.periods),
+          tenant: ctx.orgId,
+          timeoutMs: ctx.limits.timeoutMs,
+          maxRows: ctx.limits.maxRows,
+          maxBytes: ctx.limits.maxBytes,
+          signal: ctx.signal,
+          // free organizations (never funded a wallet) share the engines' free slice, by client address
+          trial: ctx.trial,
+          ...(ctx.address ? { address: ctx.address } : {}),
+        }),
+      );
+    return untilStopped(work, ctx.signal);
+  }
+}
+
+/** `postgres-relay`: the customer's PostgreSQL through the relay's tunnel. */
+export class RelayBackend implements Backend {
+  constructor(private readonly tunnels: TunnelRegistry) {}
+
+  async prepare(sqlText: string, scopes: ParsedScopes, target: Target, caller: { readonly tenant: string }): Promise<PreparedStatement> {
+    return preparePolicy(target, scopes, relayPolicy(scopes), sqlText, caller.tenant);
+  }
+
+  run(q: PreparedStatement, ctx: RunContext): Promise<ReadQueryResult> {
+    return runOnRelay(this.tunnels, ctx.scopes.relay as string, q.sql, ctx.limits, ctx.signal);
+  }
+}
+
+/** The live connectors (`postgres`, `mysql`, the API and file targets), with the organization's credential. */
+export class ConnectorBackend implements Backend {
+  constructor(
+    private readonly live: LiveRegistry,
+    private readonly credentials: CredentialStore,
+    /** aborted when the control plane shuts down: statements are cancelled at their source */
+    private readonly shutdown: AbortSignal | undefined,
+  ) {}
+
+  private connector(target: Target): LiveConnector {
+    const c = this.live.connector(target.id);
+    if (!c) throw new ApiError('not_implemented', `queries on the live target ${target.id} are not available in this version; see GET /v1/connections/targets for the queryable ones`, { target_id: target.id });
+    return c;
+  }
+
+  async prepare(sqlText: string, scopes: ParsedScopes, target: Target, caller: { readonly tenant: string }): Promise<PreparedStatement> {
+    const connector = this.connector(target);
+    const prepared = await connector.prepare(sqlText, scopes, target, caller);
+    return { sql: prepared.sql, tables: prepared.tables, rowFilters: prepared.rowFilters, tablesAllowed: prepared.tablesAllowed, plan: { connector, prepared } };
+  }
+
+  async run(q: PreparedStatement, ctx: RunContext): Promise<ReadQueryResult> {
+    const { connector, prepared } = q.plan as { connector: LiveConnector; prepared: PreparedLiveQuery };
+    // opened only now, for this statement; never logged, never in an error or audit event
+    const credential = await this.credentials.resolve(ctx.orgId, connector.credentialKind);
+    const deadline = new AbortController();
+    const timer = setTimeout(() => deadline.abort(new Error('deadline')), ctx.limits.timeoutMs + 1000);
+    const signal = AbortSignal.any([deadline.signal, ctx.signal, ...(this.shutdown ? [this.shutdown] : [])]);
+    try {
+      return await connector.run(prepared, { orgId: ctx.orgId, connectionId: ctx.connectionId, scopes: ctx.scopes, credential, limits: ctx.limits, signal });
+    } catch (err) {
+      // defence in depth: whatever a connector says, the credential does not leave in it
+      if (!isApiError(err)) throw err;
+      const clean = (text: string): string => scrub(text, credential.secret);
+      const details = err.details ? (JSON.parse(clean(JSON.stringify(err.details))) as Record<string, unknown>) : undefined;
+      throw new ApiError(err.code, clean(err.message), details, err.headers);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
+
+/** The backends by the catalogue's `backend` kind. */
+export interface Backends {
+  readonly demo: Backend;
+  readonly relay: Backend;
+  readonly connector: Backend;
+}
+
+export function backendFor(backends: Backends, target: Target): Backend {
+  return backends[target.backend];
+}
