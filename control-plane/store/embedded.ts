@@ -1,12 +1,17 @@
 import fs from 'node:fs/promises';
-import { EmbeddedPostgres } from '../embedded/index.js';
+import { EmbeddedPostgres, SMALL_FOOTPRINT } from '../embedded/index.js';
 import type { Row, Sql, Store } from './types.js';
 
 /** The store in an embedded PGlite under a data directory (its own worker thread). */
 export async function openEmbeddedStore(dir: string, template?: Uint8Array): Promise<Store> {
   await fs.mkdir(dir, { recursive: true });
   const fresh = (await fs.readdir(dir)).length === 0;
-  const engine = await EmbeddedPostgres.start(fresh && template ? { dataDir: dir, loadDataDir: template } : { dataDir: dir });
+  if (fresh && !template) {
+    // creating a database touches several hundred MB that its thread keeps: create it in a thread
+    // of its own, end that, and open it again small
+    await (await EmbeddedPostgres.start({ dataDir: dir })).close();
+  }
+  const engine = await EmbeddedPostgres.start(fresh && template ? { dataDir: dir, loadDataDir: template, settings: SMALL_FOOTPRINT } : { dataDir: dir, settings: SMALL_FOOTPRINT });
   return storeOver(engine);
 }
 
