@@ -183,10 +183,20 @@ export async function embeddedDemoImage(dir: string, datasets: readonly DatasetD
 export class WorkerDirs {
   private base: Promise<string> | undefined;
   private next = 0;
+  private closed = false;
+  /** the engine extracting the image, while it does */
+  private extracting: EmbeddedPostgres | undefined;
 
   constructor(private readonly root: string) {}
 
+  /** Stop an extraction in progress (shutdown); later starts fail. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.extracting?.terminate();
+  }
+
   async start(image: Uint8Array): Promise<EmbeddedPostgres> {
+    if (this.closed) throw new Error('the demo workers are shutting down');
     this.base ??= this.extract(image).catch((err: unknown) => {
       this.base = undefined;
       throw err;
@@ -209,13 +219,24 @@ export class WorkerDirs {
     const base = path.join(this.root, `base-${key}`);
     await this.sweep(`base-${key}`);
     if (await exists(path.join(base, 'PG_VERSION'))) return base;
-    const tmp = path.join(this.root, `tmp-${process.pid}-${key}`);
-    await fs.rm(tmp, { recursive: true, force: true });
-    // a clean shutdown leaves a consistent directory; the rename makes it the base at once
-    await (await EmbeddedPostgres.start({ dataDir: tmp, loadDataDir: image })).close();
-    await fs.rm(base, { recursive: true, force: true });
-    await fs.rename(tmp, base);
-    return base;
+    const tmp = path.join(this.root, `tmp-${process.pid}-${key}-${Date.now()}`);
+    try {
+      // a clean shutdown leaves a consistent directory; the rename makes it the base at once
+      const engine = await EmbeddedPostgres.start({ dataDir: tmp, loadDataDir: image });
+      this.extracting = engine;
+      if (this.closed) throw new Error('the demo workers are shutting down');
+      await engine.close();
+      if (this.closed) throw new Error('the demo workers are shutting down');
+      await fs.rm(base, { recursive: true, force: true });
+      await fs.rename(tmp, base);
+      return base;
+    } catch (err) {
+      await this.extracting?.terminate();
+      await fs.rm(tmp, { recursive: true, force: true });
+      throw err;
+    } finally {
+      this.extracting = undefined;
+    }
   }
 
   /** Remove other images' bases, and the copies and extractions of processes no longer running. */
@@ -287,11 +308,13 @@ export class EmbeddedDemoEngine implements DemoEngine {
   /** every worker after the first starts from this image */
   private readonly image: Promise<Uint8Array>;
   private readonly options: Required<EmbeddedPoolOptions>;
+  private readonly dirs: WorkerDirs | undefined;
   readonly gate: FairGate;
 
   private constructor(image: Promise<Uint8Array>, options: EmbeddedPoolOptions) {
     this.image = image;
     const dirs = options.workersDir ? new WorkerDirs(options.workersDir) : undefined;
+    this.dirs = dirs;
     this.options = {
       idleRetireMs: 60_000,
       cooldownMs: 10_000,
@@ -343,7 +366,9 @@ export class EmbeddedDemoEngine implements DemoEngine {
   private async spawn(): Promise<void> {
     this.starting++;
     try {
-      const engine = await this.options.startWorker(await this.image);
+      const image = await this.image;
+      if (this.closed) return;
+      const engine = await this.options.startWorker(image);
       if (this.closed) {
         await engine.terminate();
         return;
@@ -518,7 +543,7 @@ export class EmbeddedDemoEngine implements DemoEngine {
       clearTimeout(w.timer);
       w.reject(new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo engine is shutting down'));
     }
-    await Promise.all(this.slots.splice(0).map((s) => (s.busy ? s.engine.terminate() : s.engine.close().catch(() => s.engine.terminate()))));
+    await Promise.all([this.dirs?.close(), ...this.slots.splice(0).map((s) => (s.busy ? s.engine.terminate() : s.engine.close().catch(() => s.engine.terminate())))]);
   }
 }
 

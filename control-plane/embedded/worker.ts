@@ -20,7 +20,8 @@ function database(): PGlite {
 function errorInfo(err: unknown): WorkerErrorInfo {
   const e = err as { message?: unknown; code?: unknown; position?: unknown };
   const info: { message: string; code?: string; position?: number } = {
-    message: typeof e?.message === 'string' ? e.message : String(err),
+    // the filesystem layer throws plain objects ({errno, code}), not Errors
+    message: typeof e?.message === 'string' ? e.message : typeof (err as { code?: unknown })?.code === 'string' ? `filesystem error ${(err as { code: string }).code}` : String(err),
   };
   if (typeof e?.code === 'string') info.code = e.code;
   if (typeof e?.position === 'string' && /^\d+$/.test(e.position)) info.position = Number(e.position);

@@ -67,3 +67,16 @@ t.test('a pool on disk answers, and replaces a worker stopped at its deadline wi
   const again = await engine.run({ ...query('SELECT 1 AS one'), tenant: 'org_other' });
   t.same(again.rows, [{ one: 1 }]);
 });
+
+t.test('closing while the image is being extracted stops it and leaves nothing behind', async (t) => {
+  const root = path.join(await tempDir(), 'workers');
+  t.teardown(() => fs.rm(path.dirname(root), { recursive: true, force: true }));
+  const dirs = new WorkerDirs(root);
+  const starting = dirs.start(await demoImage());
+  // the extraction runs for seconds; close as soon as it has begun
+  for (let i = 0; i < 200 && !(await fs.readdir(root).catch(() => [])).some((n) => n.startsWith('tmp-')); i++) await new Promise((r) => setTimeout(r, 25));
+  await dirs.close();
+  await t.rejects(starting, /shutting down|terminated/);
+  t.same(await entries(root), [], 'no extraction, base or copy left');
+  await t.rejects(dirs.start(await demoImage()), /shutting down/, 'no start after close');
+});
