@@ -363,7 +363,18 @@ export class EmbeddedDemoEngine implements DemoEngine {
     this.release(slot);
   }
 
-  private async spawn(): Promise<void> {
+  /** workers being started: close() waits for them (a copy being made must not outlive it) */
+  private readonly spawning = new Set<Promise<void>>();
+
+  private spawn(): Promise<void> {
+    const p = this.startOne();
+    this.spawning.add(p);
+    const done = (): void => void this.spawning.delete(p);
+    p.then(done, done);
+    return p;
+  }
+
+  private async startOne(): Promise<void> {
     this.starting++;
     try {
       const image = await this.image;
@@ -544,6 +555,8 @@ export class EmbeddedDemoEngine implements DemoEngine {
       w.reject(new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo engine is shutting down'));
     }
     await Promise.all([this.dirs?.close(), ...this.slots.splice(0).map((s) => (s.busy ? s.engine.terminate() : s.engine.close().catch(() => s.engine.terminate())))]);
+    // a worker still starting ends as soon as it has (spawn sees `closed`), its copy with it
+    await Promise.allSettled([...this.spawning]);
   }
 }
 

@@ -80,3 +80,22 @@ t.test('closing while the image is being extracted stops it and leaves nothing b
   t.same(await entries(root), [], 'no extraction, base or copy left');
   await t.rejects(dirs.start(await demoImage()), /shutting down/, 'no start after close');
 });
+
+t.test('closing while a worker is being started waits for it, and its copy goes with it', async (t) => {
+  const root = path.join(await tempDir(), 'workers');
+  t.teardown(() => fs.rm(path.dirname(root), { recursive: true, force: true }));
+  const engine = await EmbeddedDemoEngine.start(await demoImage(), { min: 1, max: 2, workersDir: root });
+  // two statements at once: the one warm worker takes the first, the pool starts a second for the other
+  const busy = [engine.run({ ...query('SELECT pg_sleep(2)'), tenant: 'org_a' }), engine.run({ ...query('SELECT pg_sleep(2)'), tenant: 'org_b' })].map((p) =>
+    p.then(
+      () => 'answered',
+      (e: { code?: string }) => e.code,
+    ),
+  );
+  for (let i = 0; i < 200 && (await entries(root)).filter((n) => n.startsWith('w-')).length < 2; i++) await new Promise((r) => setTimeout(r, 10));
+  await engine.close();
+  t.ok((await Promise.all(busy)).every((r) => r === 'answered' || r === 'DEMO_ERR_UNAVAILABLE'), 'each statement answered or ended by the shutdown');
+  t.same((await entries(root)).filter((n) => !n.startsWith('base-')), [], 'no copy left once close() has answered');
+  // and the data dir can be removed at once (it could not while a copy was still being written)
+  await t.resolves(fs.rm(root, { recursive: true }));
+});
