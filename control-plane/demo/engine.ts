@@ -5,11 +5,10 @@
  * statement_timeout), which is then replaced. External (SVC_DEMO_DATABASE_URL): a `pg` pool, with
  * statement_timeout enforced by the server.
  */
-import { createHash } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import pg from 'pg';
-import { EmbeddedError, EmbeddedPostgres, siblingModule, SMALL_FOOTPRINT, type ReadQueryResult } from '../embedded/index.js';
+import { EmbeddedError, EmbeddedPostgres, siblingModule, type ReadQueryResult } from '../embedded/index.js';
 import { GuardedPgClient, MessageTooLargeError, readGuarded, RowTooLargeError } from '../embedded/pg-guarded.js';
 import { ApiError } from '../errors.js';
 import type { DatasetDef } from './types.js';
@@ -172,99 +171,6 @@ export async function embeddedDemoImage(dir: string, datasets: readonly DatasetD
   }
 }
 
-/**
- * Demo workers on disk (`<data dir>/demo/workers`): the image is extracted once into a base
- * directory (in a thread of its own, whose memory is gone when it ends), and each worker starts
- * on its own copy of it, with PostgreSQL's cache small (SMALL_FOOTPRINT): the operating system's
- * page cache, outside the process, keeps the hot pages. A worker's copy is removed when its
- * thread ends; copies and bases left by a process that was killed are removed at the next start.
- * A worker held about 700 MB with the image in memory; this way about 150 MB.
- */
-export class WorkerDirs {
-  private base: Promise<string> | undefined;
-  private next = 0;
-  private closed = false;
-  /** the engine extracting the image, while it does */
-  private extracting: EmbeddedPostgres | undefined;
-
-  constructor(private readonly root: string) {}
-
-  /** Stop an extraction in progress (shutdown); later starts fail. */
-  async close(): Promise<void> {
-    this.closed = true;
-    await this.extracting?.terminate();
-  }
-
-  async start(image: Uint8Array): Promise<EmbeddedPostgres> {
-    if (this.closed) throw new Error('the demo workers are shutting down');
-    this.base ??= this.extract(image).catch((err: unknown) => {
-      this.base = undefined;
-      throw err;
-    });
-    const base = await this.base;
-    const dir = path.join(this.root, `w-${process.pid}-${++this.next}`);
-    await fs.rm(dir, { recursive: true, force: true });
-    try {
-      await fs.cp(base, dir, { recursive: true });
-      return await EmbeddedPostgres.start({ dataDir: dir, settings: SMALL_FOOTPRINT, removeDataDirOnExit: true });
-    } catch (err) {
-      await fs.rm(dir, { recursive: true, force: true });
-      throw err;
-    }
-  }
-
-  private async extract(image: Uint8Array): Promise<string> {
-    await fs.mkdir(this.root, { recursive: true });
-    const key = createHash('sha256').update(image).digest('hex').slice(0, 16);
-    const base = path.join(this.root, `base-${key}`);
-    await this.sweep(`base-${key}`);
-    if (await exists(path.join(base, 'PG_VERSION'))) return base;
-    const tmp = path.join(this.root, `tmp-${process.pid}-${key}-${Date.now()}`);
-    try {
-      // a clean shutdown leaves a consistent directory; the rename makes it the base at once
-      const engine = await EmbeddedPostgres.start({ dataDir: tmp, loadDataDir: image });
-      this.extracting = engine;
-      if (this.closed) throw new Error('the demo workers are shutting down');
-      await engine.close();
-      if (this.closed) throw new Error('the demo workers are shutting down');
-      await fs.rm(base, { recursive: true, force: true });
-      await fs.rename(tmp, base);
-      return base;
-    } catch (err) {
-      await this.extracting?.terminate();
-      await fs.rm(tmp, { recursive: true, force: true });
-      throw err;
-    } finally {
-      this.extracting = undefined;
-    }
-  }
-
-  /** Remove other images' bases, and the copies and extractions of processes no longer running. */
-  private async sweep(keep: string): Promise<void> {
-    for (const name of await fs.readdir(this.root)) {
-      const owner = /^(?:w|tmp)-(\d+)-/.exec(name)?.[1];
-      const stale = owner ? Number(owner) !== process.pid && !running(Number(owner)) : name.startsWith('base-') && name !== keep;
-      if (stale) await fs.rm(path.join(this.root, name), { recursive: true, force: true });
-    }
-  }
-}
-
-function running(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
-async function exists(file: string): Promise<boolean> {
-  return fs.access(file).then(
-    () => true,
-    () => false,
-  );
-}
-
 interface Slot {
   readonly engine: EmbeddedPostgres;
   busy: boolean;
@@ -290,8 +196,6 @@ export interface EmbeddedPoolOptions {
   readonly cooldownMs?: number;
   /** starts one worker from the image (tests slow it down to play a loaded machine) */
   readonly startWorker?: (image: Uint8Array) => Promise<EmbeddedPostgres>;
-  /** where workers keep their data on disk (WorkerDirs); without it, each holds the image in memory */
-  readonly workersDir?: string;
 }
 
 /** Half the engine at most for one organization, so others always find room. */
@@ -308,20 +212,11 @@ export class EmbeddedDemoEngine implements DemoEngine {
   /** every worker after the first starts from this image */
   private readonly image: Promise<Uint8Array>;
   private readonly options: Required<EmbeddedPoolOptions>;
-  private readonly dirs: WorkerDirs | undefined;
   readonly gate: FairGate;
 
   private constructor(image: Promise<Uint8Array>, options: EmbeddedPoolOptions) {
     this.image = image;
-    const dirs = options.workersDir ? new WorkerDirs(options.workersDir) : undefined;
-    this.dirs = dirs;
-    this.options = {
-      idleRetireMs: 60_000,
-      cooldownMs: 10_000,
-      startWorker: (image) => (dirs ? dirs.start(image) : EmbeddedPostgres.start({ loadDataDir: image })),
-      workersDir: '',
-      ...options,
-    };
+    this.options = { idleRetireMs: 60_000, cooldownMs: 10_000, startWorker: (image) => EmbeddedPostgres.start({ loadDataDir: image }), ...options };
     // an organization's share is half of the *warm* workers: the rest are free for others at once
     // trial work together holds at most half of the warm workers, so paying organizations always
     // find a warm one
@@ -363,23 +258,10 @@ export class EmbeddedDemoEngine implements DemoEngine {
     this.release(slot);
   }
 
-  /** workers being started: close() waits for them (a copy being made must not outlive it) */
-  private readonly spawning = new Set<Promise<void>>();
-
-  private spawn(): Promise<void> {
-    const p = this.startOne();
-    this.spawning.add(p);
-    const done = (): void => void this.spawning.delete(p);
-    p.then(done, done);
-    return p;
-  }
-
-  private async startOne(): Promise<void> {
+  private async spawn(): Promise<void> {
     this.starting++;
     try {
-      const image = await this.image;
-      if (this.closed) return;
-      const engine = await this.options.startWorker(image);
+      const engine = await this.options.startWorker(await this.image);
       if (this.closed) {
         await engine.terminate();
         return;
@@ -554,9 +436,7 @@ export class EmbeddedDemoEngine implements DemoEngine {
       clearTimeout(w.timer);
       w.reject(new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo engine is shutting down'));
     }
-    await Promise.all([this.dirs?.close(), ...this.slots.splice(0).map((s) => (s.busy ? s.engine.terminate() : s.engine.close().catch(() => s.engine.terminate())))]);
-    // a worker still starting ends as soon as it has (spawn sees `closed`), its copy with it
-    await Promise.allSettled([...this.spawning]);
+    await Promise.all(this.slots.splice(0).map((s) => (s.busy ? s.engine.terminate() : s.engine.close().catch(() => s.engine.terminate()))));
   }
 }
 
@@ -699,7 +579,7 @@ export interface DemoEngineOptions {
 
 export async function startDemoEngine(o: DemoEngineOptions): Promise<DemoEngine> {
   if (o.demoDatabaseUrl) return PostgresDemoEngine.start(o.demoDatabaseUrl, o.datasets);
-  const pool = { min: o.workers, max: Math.max(o.workers * 2, o.workers + 1), workersDir: path.join(o.dataDir, 'demo', 'workers') };
+  const pool = { min: o.workers, max: Math.max(o.workers * 2, o.workers + 1) };
   const file = imageFile(path.join(o.dataDir, 'demo'), o.datasets);
   const image = o.image ?? (await readImage(file));
   if (image) return EmbeddedDemoEngine.start(image, pool);

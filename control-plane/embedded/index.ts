@@ -4,7 +4,6 @@
  * (a transaction). `terminate()` kills the thread at once — the only way to stop a runaway
  * statement in PGlite, which has no working statement_timeout.
  */
-import fs from 'node:fs/promises';
 import { Worker } from 'node:worker_threads';
 import type { BatchItemResult, QueryResult, ReadQueryResult, ReadQuerySpec, Request, Response, WorkerErrorInfo } from './messages.js';
 
@@ -51,18 +50,7 @@ export interface EmbeddedOptions {
   readonly dataDir?: string;
   /** a gzip tarball from `dump()` to start from */
   readonly loadDataDir?: Uint8Array;
-  /** postgresql.conf lines, e.g. `shared_buffers=16MB` (see SMALL_FOOTPRINT) */
-  readonly settings?: readonly string[];
-  /** remove `dataDir` once the thread has ended (a disposable copy, e.g. a demo worker's) */
-  readonly removeDataDirOnExit?: boolean;
 }
-
-/**
- * Settings for an engine whose data is on disk: PostgreSQL's own cache small, the operating
- * system's page cache (outside this process) holding the rest. An engine costs about 150 MB of
- * memory this way, against 250 MB with PostgreSQL's default 128 MB of shared buffers.
- */
-export const SMALL_FOOTPRINT: readonly string[] = ['shared_buffers=16MB'];
 
 export class EmbeddedPostgres {
   private readonly worker: Worker;
@@ -71,11 +59,8 @@ export class EmbeddedPostgres {
   private lock: Promise<void> = Promise.resolve();
   private dead: Error | undefined;
 
-  private constructor(options: EmbeddedOptions) {
+  private constructor() {
     this.worker = new Worker(workerUrl());
-    this.disposable = options.removeDataDirOnExit ? options.dataDir : undefined;
-    // a thread that dies on its own takes its disposable data with it (terminate() waits for that)
-    this.worker.once('exit', () => void this.removeDisposable());
     this.worker.on('message', (msg: Response) => {
       const p = this.pending.get(msg.id);
       if (!p) return;
@@ -93,14 +78,9 @@ export class EmbeddedPostgres {
   }
 
   static async start(options: EmbeddedOptions = {}): Promise<EmbeddedPostgres> {
-    const engine = new EmbeddedPostgres(options);
+    const engine = new EmbeddedPostgres();
     const init: RequestBody = { op: 'init' } as RequestBody;
-    const msg = {
-      ...init,
-      ...(options.dataDir ? { dataDir: options.dataDir } : {}),
-      ...(options.loadDataDir ? { loadDataDir: options.loadDataDir } : {}),
-      ...(options.settings ? { settings: options.settings } : {}),
-    };
+    const msg = { ...init, ...(options.dataDir ? { dataDir: options.dataDir } : {}), ...(options.loadDataDir ? { loadDataDir: options.loadDataDir } : {}) };
     try {
       await engine.send(msg as RequestBody);
     } catch (err) {
@@ -237,16 +217,6 @@ export class EmbeddedPostgres {
   async terminate(): Promise<void> {
     this.dead ??= new Error('embedded engine terminated');
     await this.worker.terminate();
-    await this.removeDisposable();
-  }
-
-  private readonly disposable: string | undefined;
-  private removing: Promise<void> | undefined;
-
-  private removeDisposable(): Promise<void> {
-    if (!this.disposable) return Promise.resolve();
-    this.removing ??= fs.rm(this.disposable, { recursive: true, force: true }).catch(() => undefined);
-    return this.removing;
   }
 }
 

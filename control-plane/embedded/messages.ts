@@ -34,7 +34,7 @@ export interface QueryResult {
 }
 
 export type Request =
-  | { readonly id: number; readonly op: 'init'; readonly dataDir?: string; readonly loadDataDir?: Uint8Array; readonly settings?: readonly string[] }
+  | { readonly id: number; readonly op: 'init'; readonly dataDir?: string; readonly loadDataDir?: Uint8Array }
   | { readonly id: number; readonly op: 'query'; readonly sql: string; readonly params: readonly unknown[] }
   | { readonly id: number; readonly op: 'exec'; readonly sql: string }
   /** statements run one after another, each on its own (autocommit): one message for many */

@@ -48,9 +48,8 @@ async function read(spec: ReadQuerySpec): Promise<ReadQueryResult> {
 async function handle(msg: Request): Promise<unknown> {
   switch (msg.op) {
     case 'init': {
-      const options: { loadDataDir?: Blob; postgresqlconf?: string[] } = {};
+      const options: { loadDataDir?: Blob } = {};
       if (msg.loadDataDir) options.loadDataDir = new Blob([msg.loadDataDir]);
-      if (msg.settings?.length) options.postgresqlconf = [...msg.settings];
       db = msg.dataDir ? await PGlite.create(msg.dataDir, options) : await PGlite.create(options);
       return null;
     }

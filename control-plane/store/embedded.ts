@@ -1,5 +1,5 @@
 import fs from 'node:fs/promises';
-import { EmbeddedPostgres, SMALL_FOOTPRINT } from '../embedded/index.js';
+import { EmbeddedPostgres } from '../embedded/index.js';
 import type { Row, Sql, Store } from './types.js';
 
 /** The store in an embedded PGlite under a data directory (its own worker thread). */
@@ -8,10 +8,10 @@ export async function openEmbeddedStore(dir: string, template?: Uint8Array): Pro
   const fresh = (await fs.readdir(dir)).length === 0;
   if (fresh && !template) {
     // creating a database touches several hundred MB that its thread keeps: create it in a thread
-    // of its own, end that, and open it again small
+    // of its own, end that, and open it again
     await (await EmbeddedPostgres.start({ dataDir: dir })).close();
   }
-  const engine = await EmbeddedPostgres.start(fresh && template ? { dataDir: dir, loadDataDir: template, settings: SMALL_FOOTPRINT } : { dataDir: dir, settings: SMALL_FOOTPRINT });
+  const engine = await EmbeddedPostgres.start(fresh && template ? { dataDir: dir, loadDataDir: template } : { dataDir: dir });
   return storeOver(engine);
 }
 

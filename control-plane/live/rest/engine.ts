@@ -11,7 +11,7 @@
  * the data never is.
  */
 import { randomBytes } from 'node:crypto';
-import { EmbeddedError, EmbeddedPostgres, SMALL_FOOTPRINT, type ReadQueryResult } from '../../embedded/index.js';
+import { EmbeddedError, EmbeddedPostgres, type ReadQueryResult } from '../../embedded/index.js';
 import { ApiError } from '../../errors.js';
 import { quoteIdent } from '../../demo/load.js';
 import type { SqlType } from './spec.js';
@@ -41,8 +41,8 @@ interface Engine {
 /**
  * The empty engine every query engine starts from (its reader role made, `public` closed), built
  * once per process in a thread of its own: creating a database touches several hundred MB that
- * its thread keeps, and an engine loaded from this image with PostgreSQL's cache small holds about
- * half of what a freshly created one did.
+ * its thread keeps, and an engine loaded from this image holds much less than a freshly created
+ * one. Engines stay in memory: the data they fetch never goes to disk.
  */
 let template: Promise<Uint8Array> | undefined;
 function engineTemplate(): Promise<Uint8Array> {
@@ -62,7 +62,7 @@ function engineTemplate(): Promise<Uint8Array> {
 }
 
 async function startEngine(): Promise<Engine> {
-  const db = await EmbeddedPostgres.start({ loadDataDir: await engineTemplate(), settings: SMALL_FOOTPRINT });
+  const db = await EmbeddedPostgres.start({ loadDataDir: await engineTemplate() });
   return { db, uses: 0 };
 }
 
