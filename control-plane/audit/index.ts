@@ -68,7 +68,7 @@ export async function appendPending(sql: Sql, ev: PendingEvent): Promise<AuditEv
 }
 
 /** the store's `no_data_found` (P0002): the connection named does not exist */
-export function isNoData(err: unknown): boolean {
+function isNoData(err: unknown): boolean {
   const e = err as { code?: unknown; sqlState?: unknown };
   return e?.code === 'P0002' || e?.sqlState === 'P0002';
 }

@@ -17,7 +17,7 @@ import type { LiveRegistry } from '../live/index.js';
 import type { LiveConnector, PreparedLiveQuery } from '../live/types.js';
 import type { TunnelRegistry } from '../tunnel/index.js';
 import { relayPolicy, runOnRelay } from './relay.js';
-import { periodPredicate, type CheckedQuery, type ScopedTable, type SqlPolicy } from './sql/index.js';
+import { periodPredicate, rowFiltersOf, type CheckedQuery, type ScopedTable, type SqlPolicy } from './sql/index.js';
 import { CheckCache } from './sql/check-cache.js';
 import { checkAndRewriteAsync } from './sql/offload.js';
 
@@ -85,12 +85,10 @@ async function preparePolicy(target: Target, scopes: ParsedScopes, policy: SqlPo
     checked = await checkAndRewriteAsync(sqlText, policy, tenant);
     checkedStatements.set(key, checked);
   }
-  const rowFilters: Record<string, string | null> = {};
-  for (const name of checked.tables) rowFilters[name] = policy.allowed.get(name)?.predicate ?? null;
   return {
     sql: checked.sql,
     tables: checked.tables,
-    rowFilters,
+    rowFilters: rowFiltersOf(policy, checked.tables),
     tablesAllowed: scopes.read === 'all' ? '*' : [...new Set([...policy.allowed.values()].map((t) => t.name))].sort(),
     plan: { explain: checked.kind === 'explain', allowed: [...policy.allowed.values()] },
   };

@@ -13,7 +13,7 @@
 import type { ParsedScopes, Target } from '../../catalogue/index.js';
 import type { ReadQueryResult } from '../../embedded/index.js';
 import { ApiError } from '../../errors.js';
-import { checkAndRewrite, periodPredicate, SqlPolicyError, type ScopedTable, type SqlPolicy } from '../../query/sql/index.js';
+import { checkAndRewrite, periodPredicate, rowFiltersOf, SqlPolicyError, type ScopedTable, type SqlPolicy } from '../../query/sql/index.js';
 import type { CredentialKindDef, LiveConnector, LiveRunContext, PreparedLiveQuery } from '../types.js';
 import { GITHUB, HUBSPOT, SALESFORCE, STRIPE } from './apis/index.js';
 import { fileSpecs, REST_CREDENTIAL_KINDS } from './credentials.js';
@@ -84,12 +84,10 @@ export async function closeRestEngines(): Promise<void> {
 }
 
 function result(scopes: ParsedScopes, policy: SqlPolicy, checked: ReturnType<typeof checkAndRewrite>, physical: string): PreparedLiveQuery {
-  const rowFilters: Record<string, string | null> = {};
-  for (const t of checked.tables) rowFilters[t] = policy.allowed.get(t)?.predicate ?? null;
   return {
     sql: checked.sql,
     tables: checked.tables,
-    rowFilters,
+    rowFilters: rowFiltersOf(policy, checked.tables),
     tablesAllowed: scopes.read === 'all' ? '*' : [...scopes.read].sort(),
     plan: { kind: checked.kind, schema: physical } satisfies Plan,
   };

@@ -69,6 +69,13 @@ export interface SqlPolicy {
   readonly schemas: readonly string[];
 }
 
+/** Per table read (agent-facing names): the row predicate the policy enforces beneath it, or null for every row. */
+export function rowFiltersOf(policy: SqlPolicy, tables: readonly string[]): Record<string, string | null> {
+  const rowFilters: Record<string, string | null> = {};
+  for (const name of tables) rowFilters[name] = policy.allowed.get(name)?.predicate ?? null;
+  return rowFilters;
+}
+
 export interface CheckedQuery {
   /** the statement to execute: agent SQL with every table reference replaced by an in-scope subquery */
   readonly sql: string;
