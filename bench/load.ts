@@ -57,6 +57,16 @@ interface StoreRun {
   readonly store: string;
   readonly rows: readonly Row[];
   readonly postgresSkipped: boolean;
+  /** resident memory (MB) of this process, control plane and load generator, at ready and right after the demo row */
+  readonly rssReadyMb: number;
+  readonly rssLoadedMb: number;
+}
+
+/** This process's resident memory in MB (VmRSS). */
+async function rssMb(): Promise<number> {
+  const status = await fs.readFile('/proc/self/status', 'utf8').catch(() => '');
+  const kb = /VmRSS:\s+(\d+)/.exec(status)?.[1];
+  return kb ? Math.round(Number(kb) / 1024) : Math.round(process.memoryUsage().rss / 1048576);
 }
 
 /** One control plane on `databaseUrl`'s store (undefined: the embedded default), loaded row by row. */
@@ -95,6 +105,7 @@ async function runOn(store: string, databaseUrl: string | undefined, customer: C
   }
 
   const rows: Row[] = [];
+  const rssReadyMb = await rssMb();
   rows.push(await load('GET /healthz', base, { method: 'GET', path: '/healthz' }));
   rows.push(
     await load('demo primary-key lookup (distinct texts)', base, {
@@ -104,6 +115,7 @@ async function runOn(store: string, databaseUrl: string | undefined, customer: C
       body: (i) => JSON.stringify({ sql: `SELECT patient_id, gender FROM patients WHERE patient_id = 'pat-${String((i % 900) + 1).padStart(6, '0')}' AND ${i} = ${i}` }),
     }),
   );
+  const rssLoadedMb = await rssMb();
   if (pgConn) {
     rows.push(
       await load('postgres primary-key lookup (distinct texts)', base, {
@@ -116,7 +128,7 @@ async function runOn(store: string, databaseUrl: string | undefined, customer: C
   }
   await svc.app.close();
   await fs.rm(dataDir, { recursive: true, force: true });
-  return { store, rows, postgresSkipped: !pgConn };
+  return { store, rows, postgresSkipped: !pgConn, rssReadyMb, rssLoadedMb };
 }
 
 /** A fresh database on the PostgreSQL at TEST_DATABASE_URL for the control plane's own store, or undefined. */
@@ -176,6 +188,8 @@ async function main(): Promise<void> {
     const healthz = run.rows[0]?.rps ?? 1;
     for (const r of run.rows) process.stdout.write(`| ${run.store} | ${r.name} | ${r.rps.toFixed(0)} | ${r.p50} ms | ${r.p99} ms | ${r.non2xx} | ${(r.rps / healthz).toFixed(3)}× |\n`);
   }
+  process.stdout.write('\nresident memory of this process (control plane and autocannon together):\n');
+  for (const run of runs) process.stdout.write(`- ${run.store} store: ${run.rssReadyMb} MB at ready, ${run.rssLoadedMb} MB right after the demo row\n`);
   if (runs[0]?.postgresSkipped) process.stdout.write('\n(postgres rows skipped: no PostgreSQL answered at TEST_DATABASE_URL)\n');
   if (storeDb) process.stdout.write('\n(no postgres row on the PostgreSQL store: its customer database would be on the store\'s own server, which the control plane refuses to read)\n');
   if (!storeDb) process.stdout.write('\n(PostgreSQL store skipped: no PostgreSQL answered at TEST_DATABASE_URL, or BENCH_STORES=embedded)\n');

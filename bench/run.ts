@@ -18,7 +18,8 @@ import { Catalogue, parseScopes } from '../control-plane/catalogue/index.js';
 import { loadConfig } from '../control-plane/config.js';
 import { demoPolicy } from '../control-plane/query/backends.js';
 import { DEMO_READER_ROLE, scopeSettings } from '../control-plane/demo/load.js';
-import { embeddedDemoImage } from '../control-plane/demo/engine.js';
+import { DEMO_WORKER_SETTINGS, embeddedDemoImage } from '../control-plane/demo/engine.js';
+import { unpackImage } from '../control-plane/embedded/image-fs.js';
 import { EmbeddedPostgres } from '../control-plane/embedded/index.js';
 import { checkAndRewrite, initSqlParser } from '../control-plane/query/sql/index.js';
 import { CheckCache } from '../control-plane/query/sql/check-cache.js';
@@ -95,7 +96,8 @@ async function main(): Promise<void> {
   await svc.app.close();
 
   // row security on and off, same statement, same engine
-  const db = await EmbeddedPostgres.start({ loadDataDir: await embeddedDemoImage(path.join(dataDir, 'rls'), catalogue.datasets) });
+  // as a demo worker runs: on the shared image, with the workers' settings
+  const db = await EmbeddedPostgres.start({ image: await unpackImage(await embeddedDemoImage(path.join(dataDir, 'rls'), catalogue.datasets)), settings: DEMO_WORKER_SETTINGS });
   const read = (preamble: string[]) => db.read({ preamble, sql: rewritten, maxRows: limits.maxRows, maxBytes: limits.maxResultBytes, direct: false });
   const withRls = [`SET LOCAL ROLE ${DEMO_READER_ROLE}`, 'SET LOCAL search_path = pg_catalog', 'SET LOCAL enable_nestloop = off', ...settings];
   const withoutRls = ['SET LOCAL search_path = pg_catalog', 'SET LOCAL enable_nestloop = off', ...settings];

@@ -71,7 +71,7 @@ export interface Config {
   readonly signupRateLimit: number;
   /** refused statements (invalid_sql, scope_violation) per minute per agent key, burst half that; 0 disables */
   readonly refusedPerMinute: number;
-  /** number of embedded demo-engine workers kept warm (each holds its own copy of the demo data) */
+  /** number of embedded demo-engine workers kept warm (all share one in-memory image of the demo data) */
   readonly demoWorkers: number;
   /** REST live connectors (stripe, github, hubspot, salesforce, http-files) */
   readonly restApis: RestApisConfig;

@@ -1,6 +1,7 @@
 /**
- * Where demo queries run. Embedded: a pool of worker threads, each with its own in-memory copy of
- * the demo database loaded from one dump, so a slow query holds one worker and nobody else; a
+ * Where demo queries run. Embedded: a pool of worker threads, all running on one image of the
+ * demo database unpacked once into shared memory (each copies only the files it writes; see
+ * embedded/image-fs.ts), so a slow query holds one worker and nobody else; a
  * statement past its deadline is stopped by terminating its worker (PGlite has no working
  * statement_timeout), which is then replaced. External (SVC_DEMO_DATABASE_URL): a `pg` pool, with
  * statement_timeout enforced by the server.
@@ -8,7 +9,8 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import pg from 'pg';
-import { EmbeddedError, EmbeddedPostgres, siblingModule, type ReadQueryResult } from '../embedded/index.js';
+import { EmbeddedError, EmbeddedPostgres, IMAGE_INITDB, siblingModule, type ReadQueryResult } from '../embedded/index.js';
+import { unpackImage, type DataImage } from '../embedded/image-fs.js';
 import { GuardedPgClient, MessageTooLargeError, readGuarded, RowTooLargeError } from '../embedded/pg-guarded.js';
 import { ApiError } from '../errors.js';
 import type { DatasetDef } from './types.js';
@@ -146,7 +148,7 @@ async function saveImage(file: string, image: Uint8Array): Promise<void> {
 
 /** A fresh embedded engine holding the demo datasets, seeded inside its own worker thread. */
 async function seededEngine(): Promise<EmbeddedPostgres> {
-  const engine = await EmbeddedPostgres.start();
+  const engine = await EmbeddedPostgres.start({ initdb: IMAGE_INITDB });
   try {
     await engine.runModule(siblingModule('seed', import.meta.url), 'seed');
   } catch (err) {
@@ -156,20 +158,31 @@ async function seededEngine(): Promise<EmbeddedPostgres> {
   return engine;
 }
 
-/** Build (or reuse) the image of the demo database under `dir`; returns the gzip tarball. */
-export async function embeddedDemoImage(dir: string, datasets: readonly DatasetDef[]): Promise<Uint8Array> {
-  const file = imageFile(dir, datasets);
-  const cached = await readImage(file);
-  if (cached) return cached;
+/** Seed a fresh engine, dump it and save the image to `file` (best effort); returns the image. */
+async function seededImage(file: string): Promise<Uint8Array> {
   const engine = await seededEngine();
+  let image: Uint8Array;
   try {
-    const image = await engine.dump();
-    await saveImage(file, image);
-    return image;
+    image = await engine.dump();
   } finally {
     await engine.close();
   }
+  await saveImage(file, image).catch(() => undefined); // a read-only data dir only costs the next start its seeding
+  return image;
 }
+
+/** Build (or reuse) the image of the demo database under `dir`; returns the gzip tarball. */
+export async function embeddedDemoImage(dir: string, datasets: readonly DatasetDef[]): Promise<Uint8Array> {
+  const file = imageFile(dir, datasets);
+  return (await readImage(file)) ?? seededImage(file);
+}
+
+/**
+ * A demo worker's server settings. Its data is in memory already (the shared image), so a large
+ * buffer cache would only hold a second copy of it: 16 MB instead of PGlite's 128 MB saves about
+ * 100 MB per worker.
+ */
+export const DEMO_WORKER_SETTINGS: Readonly<Record<string, string>> = { shared_buffers: '16MB' };
 
 interface Slot {
   readonly engine: EmbeddedPostgres;
@@ -194,8 +207,8 @@ export interface EmbeddedPoolOptions {
    * replacement worker is starting (while one is, until it is warm, up to six times as long)
    */
   readonly cooldownMs?: number;
-  /** starts one worker from the image (tests slow it down to play a loaded machine) */
-  readonly startWorker?: (image: Uint8Array) => Promise<EmbeddedPostgres>;
+  /** starts one worker on the image (tests slow it down to play a loaded machine) */
+  readonly startWorker?: (image: DataImage) => Promise<EmbeddedPostgres>;
 }
 
 /** Half the engine at most for one organization, so others always find room. */
@@ -209,40 +222,24 @@ export class EmbeddedDemoEngine implements DemoEngine {
   private readonly waiters: SlotWaiter[] = [];
   private starting = 0;
   private closed = false;
-  /** every worker after the first starts from this image */
-  private readonly image: Promise<Uint8Array>;
+  /** every worker runs on this image, unpacked once and shared (each copies only what it writes) */
+  private readonly image: Promise<DataImage>;
   private readonly options: Required<EmbeddedPoolOptions>;
   readonly gate: FairGate;
 
-  private constructor(image: Promise<Uint8Array>, options: EmbeddedPoolOptions) {
+  private constructor(image: Promise<DataImage>, options: EmbeddedPoolOptions) {
     this.image = image;
-    this.options = { idleRetireMs: 60_000, cooldownMs: 10_000, startWorker: (image) => EmbeddedPostgres.start({ loadDataDir: image }), ...options };
+    this.options = { idleRetireMs: 60_000, cooldownMs: 10_000, startWorker: (image) => EmbeddedPostgres.start({ image, settings: DEMO_WORKER_SETTINGS }), ...options };
     // an organization's share is half of the *warm* workers: the rest are free for others at once
     // trial work together holds at most half of the warm workers, so paying organizations always
     // find a warm one
     this.gate = new FairGate(options.max, perTenant(options.min), perTenant(options.min));
   }
 
-  /** A pool whose workers all start from `image`. */
+  /** A pool whose workers all run on `image` (a gzip tarball from `dump()`), unpacked once here. */
   static async start(image: Uint8Array, options: EmbeddedPoolOptions): Promise<EmbeddedDemoEngine> {
-    const pool = new EmbeddedDemoEngine(Promise.resolve(image), options);
+    const pool = new EmbeddedDemoEngine(unpackImage(image), options);
     await Promise.all(Array.from({ length: Math.max(1, options.min) }, () => pool.spawn()));
-    return pool;
-  }
-
-  /**
-   * First start: the freshly seeded engine serves at once as the first worker, while its image is
-   * dumped (and saved to `file`) for the other workers and for later starts.
-   */
-  static async fromSeeded(first: EmbeddedPostgres, file: string, options: EmbeddedPoolOptions): Promise<EmbeddedDemoEngine> {
-    const image = first.dump().then(async (img) => {
-      await saveImage(file, img).catch(() => undefined); // a read-only data dir only costs the next start time
-      return img;
-    });
-    image.catch(() => undefined);
-    const pool = new EmbeddedDemoEngine(image, options);
-    pool.adopt(first);
-    for (let i = 1; i < options.min; i++) pool.spawnInBackground();
     return pool;
   }
 
@@ -582,6 +579,17 @@ export async function startDemoEngine(o: DemoEngineOptions): Promise<DemoEngine>
   const pool = { min: o.workers, max: Math.max(o.workers * 2, o.workers + 1) };
   const file = imageFile(path.join(o.dataDir, 'demo'), o.datasets);
   const image = o.image ?? (await readImage(file));
-  if (image) return EmbeddedDemoEngine.start(image, pool);
-  return EmbeddedDemoEngine.fromSeeded(await seededEngine(), file, pool);
+  if (image) {
+    try {
+      return await EmbeddedDemoEngine.start(image, pool);
+    } catch (err) {
+      // a saved image that no worker can start on (damaged on disk, or made by another PostgreSQL
+      // version) is built again; an image given by the caller is the caller's
+      if (o.image) throw err;
+      await fs.rm(file, { force: true }).catch(() => undefined);
+    }
+  }
+  // first start: seed in a thread of its own, which ends (with the memory seeding took) before the
+  // workers start on the image it left
+  return EmbeddedDemoEngine.start(await seededImage(file), pool);
 }

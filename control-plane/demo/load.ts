@@ -5,8 +5,8 @@
 import { createHash } from 'node:crypto';
 import type { Cell, ColumnType, DatasetDef, TableDef } from './types.js';
 
-/** Bump when the generators change the rows they produce. */
-export const DEMO_DATA_VERSION = 3;
+/** Bump when the generators change the rows they produce, or how the embedded image is built. */
+export const DEMO_DATA_VERSION = 5;
 
 /** The non-owner role demo queries run as. */
 export const DEMO_READER_ROLE = 'svc_demo_reader';

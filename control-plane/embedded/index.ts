@@ -5,6 +5,7 @@
  * statement in PGlite, which has no working statement_timeout.
  */
 import { Worker } from 'node:worker_threads';
+import type { DataImage } from './image-fs.js';
 import type { BatchItemResult, QueryResult, ReadQueryResult, ReadQuerySpec, Request, Response, WorkerErrorInfo } from './messages.js';
 
 export type { ColumnInfo, ReadQueryResult, ReadQuerySpec, Row } from './messages.js';
@@ -50,7 +51,22 @@ export interface EmbeddedOptions {
   readonly dataDir?: string;
   /** a gzip tarball from `dump()` to start from */
   readonly loadDataDir?: Uint8Array;
+  /**
+   * an unpacked image (`unpackImage`) to run on, shared with every other engine started from it:
+   * files are read in place and copied only when this engine writes them (in memory)
+   */
+  readonly image?: DataImage;
+  /** server settings given at start, e.g. `{ shared_buffers: '16MB' }` (names and values are ours, never a user's) */
+  readonly settings?: Readonly<Record<string, string>>;
+  /** initdb options when a new database is created (neither `dataDir` holding one nor an image), e.g. IMAGE_INITDB */
+  readonly initdb?: readonly string[];
 }
+
+/**
+ * initdb options for a database that becomes an image shared by many engines: 1 MB WAL files
+ * instead of 16 MB, since each engine starting on the image writes (so copies) the current one.
+ */
+export const IMAGE_INITDB: readonly string[] = ['--wal-segsize=1'];
 
 export class EmbeddedPostgres {
   private readonly worker: Worker;
@@ -78,9 +94,23 @@ export class EmbeddedPostgres {
   }
 
   static async start(options: EmbeddedOptions = {}): Promise<EmbeddedPostgres> {
+    if (options.image && (options.dataDir || options.loadDataDir)) throw new TypeError('EmbeddedPostgres.start: an image excludes dataDir and loadDataDir');
+    for (const [k, v] of Object.entries(options.settings ?? {})) {
+      if (!/^[a-z_]+$/.test(k) || !/^[A-Za-z0-9_.]+$/.test(v)) throw new TypeError(`EmbeddedPostgres.start: bad setting ${k}=${v}`);
+    }
+    for (const o of options.initdb ?? []) {
+      if (!/^--[a-z-]+=[A-Za-z0-9_.]+$/.test(o)) throw new TypeError(`EmbeddedPostgres.start: bad initdb option ${o}`);
+    }
     const engine = new EmbeddedPostgres();
     const init: RequestBody = { op: 'init' } as RequestBody;
-    const msg = { ...init, ...(options.dataDir ? { dataDir: options.dataDir } : {}), ...(options.loadDataDir ? { loadDataDir: options.loadDataDir } : {}) };
+    const msg = {
+      ...init,
+      ...(options.dataDir ? { dataDir: options.dataDir } : {}),
+      ...(options.loadDataDir ? { loadDataDir: options.loadDataDir } : {}),
+      ...(options.image ? { image: options.image } : {}),
+      ...(options.settings ? { settings: options.settings } : {}),
+      ...(options.initdb ? { initdb: options.initdb } : {}),
+    };
     try {
       await engine.send(msg as RequestBody);
     } catch (err) {
@@ -186,6 +216,11 @@ export class EmbeddedPostgres {
 
   read(spec: ReadQuerySpec): Promise<ReadQueryResult> {
     return this.exclusive((s) => s.read(spec));
+  }
+
+  /** Bytes of an image's files this engine holds copies of (the files it wrote); 0 when it runs on no image. */
+  ownedBytes(): Promise<number> {
+    return this.exclusive(() => this.send({ op: 'owned' }) as Promise<number>);
   }
 
   /** A gzip tarball of the whole data directory (see `loadDataDir`). */

@@ -1,4 +1,5 @@
 /** Messages between the event-loop thread and an embedded PostgreSQL (PGlite) worker thread. */
+import type { DataImage } from './image-fs.js';
 
 export type Row = Record<string, unknown>;
 
@@ -34,13 +35,26 @@ export interface QueryResult {
 }
 
 export type Request =
-  | { readonly id: number; readonly op: 'init'; readonly dataDir?: string; readonly loadDataDir?: Uint8Array }
+  | {
+      readonly id: number;
+      readonly op: 'init';
+      readonly dataDir?: string;
+      readonly loadDataDir?: Uint8Array;
+      /** a shared image to run on (copy on write; see image-fs.ts) */
+      readonly image?: DataImage;
+      /** server settings given at start (`-c name=value`), e.g. shared_buffers */
+      readonly settings?: Readonly<Record<string, string>>;
+      /** initdb options, when a new database is created */
+      readonly initdb?: readonly string[];
+    }
   | { readonly id: number; readonly op: 'query'; readonly sql: string; readonly params: readonly unknown[] }
   | { readonly id: number; readonly op: 'exec'; readonly sql: string }
   /** statements run one after another, each on its own (autocommit): one message for many */
   | { readonly id: number; readonly op: 'batch'; readonly items: readonly { readonly sql: string; readonly params: readonly unknown[] }[] }
   | { readonly id: number; readonly op: 'read'; readonly spec: ReadQuerySpec }
   | { readonly id: number; readonly op: 'dump' }
+  /** bytes of image files this engine copied (see image-fs.ts) */
+  | { readonly id: number; readonly op: 'owned' }
   /** import `module` (a file URL of our own code) in the worker and await `fn(db)` */
   | { readonly id: number; readonly op: 'run'; readonly module: string; readonly fn: string }
   | { readonly id: number; readonly op: 'close' };

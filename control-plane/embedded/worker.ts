@@ -3,13 +3,16 @@
  * thread, so it never runs on the event loop; the host (./index.ts) talks to it by messages.
  */
 import { parentPort } from 'node:worker_threads';
-import { PGlite } from '@electric-sql/pglite';
+import { PGlite, type PGliteOptions } from '@electric-sql/pglite';
+import { ImageFs } from './image-fs.js';
 import type { BatchItemResult, ReadQueryResult, ReadQuerySpec, Request, Response, Row, WorkerErrorInfo } from './messages.js';
 import { collectRows, FETCH_BATCH } from './result-rows.js';
 
 if (!parentPort) throw new Error('embedded/worker.ts must run in a worker thread');
 const port = parentPort;
 let db: PGlite | undefined;
+/** the filesystem when the engine runs on a shared image */
+let imageFs: ImageFs | undefined;
 
 
 function database(): PGlite {
@@ -48,8 +51,11 @@ async function read(spec: ReadQuerySpec): Promise<ReadQueryResult> {
 async function handle(msg: Request): Promise<unknown> {
   switch (msg.op) {
     case 'init': {
-      const options: { loadDataDir?: Blob } = {};
+      const options: PGliteOptions = {};
       if (msg.loadDataDir) options.loadDataDir = new Blob([msg.loadDataDir]);
+      if (msg.image) options.fs = imageFs = new ImageFs(msg.image);
+      if (msg.initdb) options.initDbStartParams = [...msg.initdb];
+      if (msg.settings) options.startParams = [...PGlite.defaultStartParams, ...Object.entries(msg.settings).flatMap(([k, v]) => ['-c', `${k}=${v}`])];
       db = msg.dataDir ? await PGlite.create(msg.dataDir, options) : await PGlite.create(options);
       return null;
     }
@@ -80,6 +86,8 @@ async function handle(msg: Request): Promise<unknown> {
       await (fn as (db: PGlite) => Promise<unknown>)(database());
       return null;
     }
+    case 'owned':
+      return imageFs?.ownBytes() ?? 0;
     case 'dump': {
       const blob = await database().dumpDataDir('gzip');
       return new Uint8Array(await blob.arrayBuffer());

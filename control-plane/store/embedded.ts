@@ -2,6 +2,12 @@ import fs from 'node:fs/promises';
 import { EmbeddedPostgres } from '../embedded/index.js';
 import type { Row, Sql, Store } from './types.js';
 
+/**
+ * The store's server settings: a 32 MB buffer cache (PGlite's default is 128 MB) holds the hot
+ * part of a store this size; the files are on disk and the OS caches the rest.
+ */
+const STORE_SETTINGS: Readonly<Record<string, string>> = { shared_buffers: '32MB' };
+
 /** The store in an embedded PGlite under a data directory (its own worker thread). */
 export async function openEmbeddedStore(dir: string, template?: Uint8Array): Promise<Store> {
   await fs.mkdir(dir, { recursive: true });
@@ -11,7 +17,7 @@ export async function openEmbeddedStore(dir: string, template?: Uint8Array): Pro
     // of its own, end that, and open it again
     await (await EmbeddedPostgres.start({ dataDir: dir })).close();
   }
-  const engine = await EmbeddedPostgres.start(fresh && template ? { dataDir: dir, loadDataDir: template } : { dataDir: dir });
+  const engine = await EmbeddedPostgres.start({ dataDir: dir, ...(fresh && template ? { loadDataDir: template } : {}), settings: STORE_SETTINGS });
   return storeOver(engine);
 }
 

@@ -40,7 +40,7 @@ t.test('held back until the replacement is warm, however long it takes to start'
     cooldownMs: COOLDOWN_MS,
     startWorker: async (image) => {
       if (slow) await new Promise((r) => setTimeout(r, SLOW_START_MS));
-      const e = await EmbeddedPostgres.start({ loadDataDir: image });
+      const e = await EmbeddedPostgres.start({ image });
       started++;
       return e;
     },
@@ -86,7 +86,7 @@ t.test('when no replacement could be started, the hold ends after cooldownMs', a
     cooldownMs: COOLDOWN_MS,
     startWorker: async (image) => {
       if (failing) throw new Error('no worker can start');
-      return EmbeddedPostgres.start({ loadDataDir: image });
+      return EmbeddedPostgres.start({ image });
     },
   });
   t.teardown(() => engine.close());

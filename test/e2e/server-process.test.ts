@@ -9,6 +9,9 @@ import path from 'node:path';
 import t from 'tap';
 import os from 'node:os';
 import { api, demoImage, tempDir } from '../helpers/server.js';
+import { Catalogue } from '../../control-plane/catalogue/index.js';
+import { demoFingerprint } from '../../control-plane/demo/load.js';
+import { unpackImage } from '../../control-plane/embedded/image-fs.js';
 import { CONTROL_PLANE_JS, exitOf, startControlPlane as start } from '../helpers/control-plane-process.js';
 import { ensureDist } from '../cli/dist.js';
 
@@ -39,6 +42,10 @@ t.test('start, serve, shut down gracefully, and keep state across a restart', as
   const dataDir = await tempDir();
   t.teardown(() => fs.rm(dataDir, { recursive: true, force: true }));
   const env = { SVC_DATA_DIR: dataDir, PORT: '0', SVC_TUNNEL_PORT: '0', LOG_LEVEL: 'info' };
+  // a damaged saved demo image (a disk error) is built again rather than stopping the demo
+  const imageFile = path.join(dataDir, 'demo', `demo-${demoFingerprint(new Catalogue().datasets)}.tar.gz`);
+  await fs.mkdir(path.dirname(imageFile), { recursive: true });
+  await fs.writeFile(imageFile, Buffer.from('this is not an image'));
 
   const first = await start(env);
   const signup = await api<{ apiKey: string }>(first.url, 'POST', '/v1/agent/account', { body: { orgName: 'Restart Co', agentName: 'bot', headless: true } });
@@ -52,6 +59,8 @@ t.test('start, serve, shut down gracefully, and keep state across a restart', as
   t.equal(await exitOf(first.child), 0, 'SIGTERM drains and exits 0');
   t.notMatch(first.output(), new RegExp(key.slice(9)), 'the key never appears in the logs');
   t.ok((await fs.readdir(path.join(dataDir, 'demo'))).some((f) => f.endsWith('.tar.gz')), 'the demo image is kept for the next start');
+  const rebuilt = await unpackImage(await fs.readFile(imageFile));
+  t.ok(rebuilt.entries.some((e) => e.path === 'PG_VERSION'), 'the damaged image was replaced by a sound one');
 
   const second = await start(env);
   t.teardown(async () => {

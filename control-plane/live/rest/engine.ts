@@ -7,11 +7,13 @@
  * transaction as a non-owner role that can read only that schema, with the row and byte caps,
  * then drops the schema before the engine serves anyone else. An engine that fails to drop it,
  * hits the deadline (it is terminated at once), or has served many queries is ended and replaced
- * by a fresh one. Starting an engine costs an initdb (seconds), which is why engines are reused;
- * the data never is.
+ * by a fresh one. Engines run on one empty image shared in memory (each holds only the files it
+ * writes: the rows it loads, dropped with its schema); starting one still takes about a second,
+ * which is why engines are reused; the data never is.
  */
 import { randomBytes } from 'node:crypto';
-import { EmbeddedError, EmbeddedPostgres, type ReadQueryResult } from '../../embedded/index.js';
+import { EmbeddedError, EmbeddedPostgres, IMAGE_INITDB, type ReadQueryResult } from '../../embedded/index.js';
+import { unpackImage, type DataImage } from '../../embedded/image-fs.js';
 import { ApiError } from '../../errors.js';
 import { quoteIdent } from '../../demo/load.js';
 import type { SqlType } from './spec.js';
@@ -26,6 +28,12 @@ const MAX_USES = 200;
  */
 export const HEAVY_LOAD_BYTES = 16 * 1024 * 1024;
 const IDLE_RETIRE_MS = 120_000;
+/**
+ * A small buffer cache: the loaded rows are in memory already (see DEMO_WORKER_SETTINGS). WAL files
+ * are removed, not kept for reuse, at the checkpoint after each query (an embedded PostgreSQL never
+ * checkpoints on its own, so each query's WAL would otherwise stay in memory for the engine's life).
+ */
+const REST_ENGINE_SETTINGS: Readonly<Record<string, string>> = { shared_buffers: '16MB', wal_recycle: 'off' };
 
 export interface LoadColumn {
   readonly name: string;
@@ -40,17 +48,17 @@ interface Engine {
 
 /**
  * The empty engine every query engine starts from (its reader role made, `public` closed), built
- * once per process in a thread of its own: creating a database touches several hundred MB that
- * its thread keeps, and an engine loaded from this image holds much less than a freshly created
- * one. Engines stay in memory: the data they fetch never goes to disk.
+ * once per process in a thread of its own (creating a database touches several hundred MB that
+ * its thread keeps) and unpacked once: every engine runs on it in place. Engines stay in memory:
+ * the data they fetch never goes to disk.
  */
-let template: Promise<Uint8Array> | undefined;
-function engineTemplate(): Promise<Uint8Array> {
+let template: Promise<DataImage> | undefined;
+function engineTemplate(): Promise<DataImage> {
   template ??= (async () => {
-    const db = await EmbeddedPostgres.start();
+    const db = await EmbeddedPostgres.start({ initdb: IMAGE_INITDB });
     try {
-      await db.exec(`CREATE ROLE ${LIVE_READER_ROLE} NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE; REVOKE ALL ON SCHEMA public FROM PUBLIC;`);
-      return await db.dump();
+      await db.exec(`SET wal_recycle = off; CREATE ROLE ${LIVE_READER_ROLE} NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE; REVOKE ALL ON SCHEMA public FROM PUBLIC; CHECKPOINT;`);
+      return await unpackImage(await db.dump());
     } finally {
       await db.terminate();
     }
@@ -62,7 +70,7 @@ function engineTemplate(): Promise<Uint8Array> {
 }
 
 async function startEngine(): Promise<Engine> {
-  const db = await EmbeddedPostgres.start({ loadDataDir: await engineTemplate() });
+  const db = await EmbeddedPostgres.start({ image: await engineTemplate(), settings: REST_ENGINE_SETTINGS });
   return { db, uses: 0 };
 }
 
@@ -272,7 +280,7 @@ export class QueryDatabase {
     let clean = !this.failed && this.engine.db.alive && this.loaded <= HEAVY_LOAD_BYTES;
     if (clean && this.dirty) {
       try {
-        await this.engine.db.exec(`DROP SCHEMA IF EXISTS ${quoteIdent(this.schema)} CASCADE`);
+        await this.engine.db.exec(`DROP SCHEMA IF EXISTS ${quoteIdent(this.schema)} CASCADE; CHECKPOINT`);
       } catch {
         clean = false;
       }
