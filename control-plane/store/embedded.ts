@@ -8,8 +8,23 @@ import type { Row, Sql, Store } from './types.js';
  */
 const STORE_SETTINGS: Readonly<Record<string, string>> = { shared_buffers: '32MB' };
 
+export interface CheckpointPolicy {
+  /** how often the WAL written since the last checkpoint is looked at */
+  readonly everyMs: number;
+  /** a checkpoint is made once more than this has been written since the last one */
+  readonly walBytes: number;
+}
+
+/**
+ * An embedded PostgreSQL runs as a single process with no checkpointer: it never checkpoints on
+ * its own, so its WAL would grow on disk for as long as it runs and be replayed whole after a
+ * crash. The store checks once a minute and checkpoints past 16 MB of WAL (whole WAL files are
+ * then removed or recycled, as on a server).
+ */
+const CHECKPOINTS: CheckpointPolicy = { everyMs: 60_000, walBytes: 16 * 1024 * 1024 };
+
 /** The store in an embedded PGlite under a data directory (its own worker thread). */
-export async function openEmbeddedStore(dir: string, template?: Uint8Array): Promise<Store> {
+export async function openEmbeddedStore(dir: string, template?: Uint8Array, checkpoints: CheckpointPolicy = CHECKPOINTS): Promise<Store> {
   await fs.mkdir(dir, { recursive: true });
   const fresh = (await fs.readdir(dir)).length === 0;
   if (fresh && !template) {
@@ -18,7 +33,28 @@ export async function openEmbeddedStore(dir: string, template?: Uint8Array): Pro
     await (await EmbeddedPostgres.start({ dataDir: dir })).close();
   }
   const engine = await EmbeddedPostgres.start({ dataDir: dir, ...(fresh && template ? { loadDataDir: template } : {}), settings: STORE_SETTINGS });
-  return storeOver(engine);
+  const store = storeOver(engine);
+  let checking = false;
+  const timer = setInterval(() => {
+    if (checking || !engine.alive) return;
+    checking = true;
+    engine
+      .query(`SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), redo_lsn)::float8 AS written FROM pg_control_checkpoint()`)
+      .then(async (rows) => {
+        if (Number(rows[0]?.['written'] ?? 0) > checkpoints.walBytes) await engine.exec('CHECKPOINT');
+      })
+      // a store that cannot checkpoint now tries again at the next look; its queries say what is wrong
+      .catch(() => undefined)
+      .finally(() => (checking = false));
+  }, checkpoints.everyMs);
+  timer.unref();
+  return {
+    ...store,
+    close: async () => {
+      clearInterval(timer);
+      await store.close();
+    },
+  };
 }
 
 function storeOver(engine: EmbeddedPostgres): Store {
