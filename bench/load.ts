@@ -188,7 +188,7 @@ async function main(): Promise<void> {
     const healthz = run.rows[0]?.rps ?? 1;
     for (const r of run.rows) process.stdout.write(`| ${run.store} | ${r.name} | ${r.rps.toFixed(0)} | ${r.p50} ms | ${r.p99} ms | ${r.non2xx} | ${(r.rps / healthz).toFixed(3)}× |\n`);
   }
-  process.stdout.write('\nresident memory of this process (control plane and autocannon together):\n');
+  process.stdout.write('\nresident memory of this process (control plane and autocannon together, after a first start in the same process; `npm start` alone is smaller):\n');
   for (const run of runs) process.stdout.write(`- ${run.store} store: ${run.rssReadyMb} MB at ready, ${run.rssLoadedMb} MB right after the demo row\n`);
   if (runs[0]?.postgresSkipped) process.stdout.write('\n(postgres rows skipped: no PostgreSQL answered at TEST_DATABASE_URL)\n');
   if (storeDb) process.stdout.write('\n(no postgres row on the PostgreSQL store: its customer database would be on the store\'s own server, which the control plane refuses to read)\n');
