@@ -70,8 +70,11 @@ export interface SvcApp {
 
 export async function buildApp(config: Config, options: BuildOptions = {}): Promise<SvcApp> {
   const catalogue = new Catalogue();
+  // warnings from parts started before the logger exists are kept, then logged once it does
+  const early: string[] = [];
+  let warn = (message: string): void => void early.push(message);
   const [store] = await Promise.all([
-    openStore({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, ...(options.storeTemplate ? { template: options.storeTemplate } : {}) }),
+    openStore({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, ...(options.storeTemplate ? { template: options.storeTemplate } : {}), warn: (m) => warn(m) }),
     initSqlParser(),
   ]);
 
@@ -85,6 +88,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
         workers: config.demoWorkers,
         datasets: catalogue.datasets,
         ...(options.demoImage ? { image: options.demoImage } : {}),
+        warn: (m) => warn(m),
       }).then((e) => (demoEngine = e));
       demoStarted.catch(() => undefined); // reported to queries that wait for it, and at close
     }
@@ -113,6 +117,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     // a byte at a time held its socket for Node's default 300 s)
     requestTimeout: REQUEST_TIMEOUT_MS,
   }).withTypeProvider<TypeBoxTypeProvider>();
+  warn = (message) => app.log.warn(message);
+  for (const m of early.splice(0)) warn(m);
 
   // closing: new requests get the contract's 503; running queries are waited for
   let closing = false;

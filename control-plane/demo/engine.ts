@@ -143,6 +143,11 @@ async function saveImage(file: string, image: Uint8Array): Promise<void> {
   await fs.rename(tmp, file);
   for (const f of await fs.readdir(dir)) {
     if (/^demo-[0-9a-f]+\.tar\.gz$/.test(f) && path.join(dir, f) !== file) await fs.rm(path.join(dir, f), { force: true });
+    // a save cut short by a crash leaves its temporary file; one older than any save takes is removed
+    if (/^demo-[0-9a-f]+\.tar\.gz\.\d+\.\d+\.tmp$/.test(f)) {
+      const stale = await fs.stat(path.join(dir, f)).then((st) => Date.now() - st.mtimeMs > 10 * 60_000, () => false);
+      if (stale) await fs.rm(path.join(dir, f), { force: true });
+    }
   }
 }
 
@@ -239,7 +244,12 @@ export class EmbeddedDemoEngine implements DemoEngine {
   /** A pool whose workers all run on `image` (a gzip tarball from `dump()`), unpacked once here. */
   static async start(image: Uint8Array, options: EmbeddedPoolOptions): Promise<EmbeddedDemoEngine> {
     const pool = new EmbeddedDemoEngine(unpackImage(image), options);
-    await Promise.all(Array.from({ length: Math.max(1, options.min) }, () => pool.spawn()));
+    try {
+      await Promise.all(Array.from({ length: Math.max(1, options.min) }, () => pool.spawn()));
+    } catch (err) {
+      await pool.close(); // workers that did start are not left behind
+      throw err;
+    }
     return pool;
   }
 
@@ -572,6 +582,8 @@ export interface DemoEngineOptions {
   readonly datasets: readonly DatasetDef[];
   /** an already-built image (tests share one) */
   readonly image?: Uint8Array;
+  /** told when a saved image is built again (an operator should know why a start takes long) */
+  readonly warn?: (message: string) => void;
 }
 
 export async function startDemoEngine(o: DemoEngineOptions): Promise<DemoEngine> {
@@ -586,6 +598,7 @@ export async function startDemoEngine(o: DemoEngineOptions): Promise<DemoEngine>
       // a saved image that no worker can start on (damaged on disk, or made by another PostgreSQL
       // version) is built again; an image given by the caller is the caller's
       if (o.image) throw err;
+      o.warn?.(`the saved demo image ${file} cannot be used (${(err as Error).message}); building it again (about half a minute)`);
       await fs.rm(file, { force: true }).catch(() => undefined);
     }
   }

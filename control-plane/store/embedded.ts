@@ -13,6 +13,8 @@ export interface CheckpointPolicy {
   readonly everyMs: number;
   /** a checkpoint is made once more than this has been written since the last one */
   readonly walBytes: number;
+  /** told when a look or a checkpoint fails (it is tried again at the next look) */
+  readonly onError?: (err: Error) => void;
 }
 
 /**
@@ -24,7 +26,8 @@ export interface CheckpointPolicy {
 const CHECKPOINTS: CheckpointPolicy = { everyMs: 60_000, walBytes: 16 * 1024 * 1024 };
 
 /** The store in an embedded PGlite under a data directory (its own worker thread). */
-export async function openEmbeddedStore(dir: string, template?: Uint8Array, checkpoints: CheckpointPolicy = CHECKPOINTS): Promise<Store> {
+export async function openEmbeddedStore(dir: string, template?: Uint8Array, checkpoints: Partial<CheckpointPolicy> = {}): Promise<Store> {
+  const policy: CheckpointPolicy = { ...CHECKPOINTS, ...checkpoints };
   await fs.mkdir(dir, { recursive: true });
   const fresh = (await fs.readdir(dir)).length === 0;
   if (fresh && !template) {
@@ -41,12 +44,12 @@ export async function openEmbeddedStore(dir: string, template?: Uint8Array, chec
     engine
       .query(`SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), redo_lsn)::float8 AS written FROM pg_control_checkpoint()`)
       .then(async (rows) => {
-        if (Number(rows[0]?.['written'] ?? 0) > checkpoints.walBytes) await engine.exec('CHECKPOINT');
+        if (Number(rows[0]?.['written'] ?? 0) > policy.walBytes) await engine.exec('CHECKPOINT');
       })
-      // a store that cannot checkpoint now tries again at the next look; its queries say what is wrong
-      .catch(() => undefined)
+      // tried again at the next look
+      .catch((err: unknown) => policy.onError?.(err as Error))
       .finally(() => (checking = false));
-  }, checkpoints.everyMs);
+  }, policy.everyMs);
   timer.unref();
   return {
     ...store,

@@ -17,6 +17,8 @@ export interface StoreOptions {
   readonly dataDir: string;
   /** a dumped, already-migrated embedded store to start a fresh data dir from (tests) */
   readonly template?: Uint8Array;
+  /** told of trouble the store recovers from on its own (an embedded store's failed checkpoint) */
+  readonly warn?: (message: string) => void;
 }
 
 export async function openStore(options: StoreOptions): Promise<Store> {
@@ -24,7 +26,9 @@ export async function openStore(options: StoreOptions): Promise<Store> {
   try {
     store = options.databaseUrl
       ? await openPostgresStore(options.databaseUrl)
-      : await openEmbeddedStore(path.join(options.dataDir, 'state'), options.template);
+      : await openEmbeddedStore(path.join(options.dataDir, 'state'), options.template, {
+          onError: (err) => options.warn?.(`the embedded store could not checkpoint (${err.message}); its WAL grows until the next checkpoint`),
+        });
   } catch (err) {
     const where = options.databaseUrl ? 'DATABASE_URL' : path.join(options.dataDir, 'state');
     throw new StoreError('STORE_ERR_OPEN', `cannot open the state store (${where}): ${(err as Error).message}`, { cause: err });

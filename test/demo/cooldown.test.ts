@@ -127,3 +127,26 @@ t.test('a value too large to build costs the worker too: its sender is held back
   t.same((await engine.run({ ...query('org_free_3', 'SELECT 1 AS one'), trial: true, address: '198.51.100.9' })).rows, [{ one: 1 }]);
   t.same((await engine.run(query('org_paying', 'SELECT 1 AS one'))).rows, [{ one: 1 }]);
 });
+
+t.test('a pool whose second worker cannot start ends the one that did', async (t) => {
+  const started: EmbeddedPostgres[] = [];
+  let calls = 0;
+  const err = await EmbeddedDemoEngine.start(await emptyImage(), {
+    min: 2,
+    max: 2,
+    startWorker: async (image) => {
+      if (calls++ === 1) throw new Error('no room for a second worker');
+      const e = await EmbeddedPostgres.start({ image });
+      started.push(e);
+      return e;
+    },
+  }).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  t.match(String(err), /no room for a second worker/, 'the start fails with the worker\'s error');
+  // the first worker may still be starting when the pool gives up: it is ended when it arrives
+  for (let i = 0; i < 1200 && !(started.length === 1 && !started[0]!.alive); i++) await new Promise((r) => setTimeout(r, 50));
+  t.equal(started.length, 1, 'one worker had started');
+  t.equal(started[0]!.alive, false, 'and it was ended, not left running');
+});

@@ -46,6 +46,10 @@ t.test('start, serve, shut down gracefully, and keep state across a restart', as
   const imageFile = path.join(dataDir, 'demo', `demo-${demoFingerprint(new Catalogue().datasets)}.tar.gz`);
   await fs.mkdir(path.dirname(imageFile), { recursive: true });
   await fs.writeFile(imageFile, Buffer.from('this is not an image'));
+  // and a save a crash cut short long ago left its temporary file, which is cleaned up
+  const staleTmp = `${imageFile}.4242.1700000000000.tmp`;
+  await fs.writeFile(staleTmp, Buffer.alloc(1024));
+  await fs.utimes(staleTmp, new Date(Date.now() - 3_600_000), new Date(Date.now() - 3_600_000));
 
   const first = await start(env);
   const signup = await api<{ apiKey: string }>(first.url, 'POST', '/v1/agent/account', { body: { orgName: 'Restart Co', agentName: 'bot', headless: true } });
@@ -61,6 +65,8 @@ t.test('start, serve, shut down gracefully, and keep state across a restart', as
   t.ok((await fs.readdir(path.join(dataDir, 'demo'))).some((f) => f.endsWith('.tar.gz')), 'the demo image is kept for the next start');
   const rebuilt = await unpackImage(await fs.readFile(imageFile));
   t.ok(rebuilt.entries.some((e) => e.path === 'PG_VERSION'), 'the damaged image was replaced by a sound one');
+  t.match(first.output(), /saved demo image .* cannot be used .*building it again/, 'the operator is told why the start takes long');
+  t.same((await fs.readdir(path.dirname(imageFile))).filter((f) => f.endsWith('.tmp')), [], 'no temporary file is left behind');
 
   const second = await start(env);
   t.teardown(async () => {
