@@ -218,6 +218,20 @@ export class EmbeddedPostgres {
     return this.exclusive((s) => s.read(spec));
   }
 
+  /**
+   * Checkpoint when more than `walBytes` of WAL has been written since the last checkpoint: an
+   * embedded PostgreSQL has no checkpointer, so without this its WAL only grows (in memory on an
+   * image, on disk in a data dir) and is all replayed after a crash. True when it checkpointed.
+   */
+  checkpointPast(walBytes: number): Promise<boolean> {
+    return this.exclusive(async (s) => {
+      const rows = await s.query('SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), redo_lsn)::float8 AS written FROM pg_control_checkpoint()');
+      if (Number(rows[0]?.['written'] ?? 0) <= walBytes) return false;
+      await s.exec('CHECKPOINT');
+      return true;
+    });
+  }
+
   /** Bytes of an image's files this engine holds copies of (the files it wrote); 0 when it runs on no image. */
   ownedBytes(): Promise<number> {
     return this.exclusive(() => this.send({ op: 'owned' }) as Promise<number>);

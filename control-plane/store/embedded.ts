@@ -42,10 +42,7 @@ export async function openEmbeddedStore(dir: string, template?: Uint8Array, chec
     if (checking || !engine.alive) return;
     checking = true;
     engine
-      .query(`SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), redo_lsn)::float8 AS written FROM pg_control_checkpoint()`)
-      .then(async (rows) => {
-        if (Number(rows[0]?.['written'] ?? 0) > policy.walBytes) await engine.exec('CHECKPOINT');
-      })
+      .checkpointPast(policy.walBytes)
       // tried again at the next look
       .catch((err: unknown) => policy.onError?.(err as Error))
       .finally(() => (checking = false));

@@ -30,10 +30,15 @@ export const HEAVY_LOAD_BYTES = 16 * 1024 * 1024;
 const IDLE_RETIRE_MS = 120_000;
 /**
  * A small buffer cache: the loaded rows are in memory already (see DEMO_WORKER_SETTINGS). WAL files
- * are removed, not kept for reuse, at the checkpoint after each query (an embedded PostgreSQL never
- * checkpoints on its own, so each query's WAL would otherwise stay in memory for the engine's life).
+ * are removed, not kept for reuse, at a checkpoint.
  */
 const REST_ENGINE_SETTINGS: Readonly<Record<string, string>> = { shared_buffers: '16MB', wal_recycle: 'off' };
+/**
+ * After a query's tables are dropped, its WAL is checkpointed away once past this (an embedded
+ * PostgreSQL never checkpoints on its own, so each query's WAL would stay in memory for the
+ * engine's life); small queries skip the checkpoint.
+ */
+const CHECKPOINT_WAL_BYTES = 1024 * 1024;
 
 export interface LoadColumn {
   readonly name: string;
@@ -280,7 +285,8 @@ export class QueryDatabase {
     let clean = !this.failed && this.engine.db.alive && this.loaded <= HEAVY_LOAD_BYTES;
     if (clean && this.dirty) {
       try {
-        await this.engine.db.exec(`DROP SCHEMA IF EXISTS ${quoteIdent(this.schema)} CASCADE; CHECKPOINT`);
+        await this.engine.db.exec(`DROP SCHEMA IF EXISTS ${quoteIdent(this.schema)} CASCADE`);
+        await this.engine.db.checkpointPast(CHECKPOINT_WAL_BYTES);
       } catch {
         clean = false;
       }
