@@ -47,6 +47,6 @@ export function liveRegistry(config: Config): LiveRegistry {
     // the control plane's own databases are never a customer database
     reserved: [...reservedFromUrl(config.databaseUrl), ...reservedFromUrl(config.demoDatabaseUrl)],
   };
-  const connectors: LiveConnector[] = [new PostgresConnector(network, config.livePoolSize), new MysqlConnector(network), ...restConnectors(config.restApis)];
+  const connectors: LiveConnector[] = [new PostgresConnector(network, config.livePoolSize), new MysqlConnector(network, config.livePoolSize), ...restConnectors(config.restApis)];
   return new LiveRegistry(connectors, [postgresCredentialKind, mysqlCredentialKind, ...restCredentialKinds]);
 }

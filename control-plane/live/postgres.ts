@@ -14,7 +14,7 @@ import { credentialRejected, databaseCredentialKind, databaseEndpoint, parseData
 import type { ReadQueryResult } from '../embedded/index.js';
 import { GuardedPgClient, MessageTooLargeError, readGuarded, RowTooLargeError } from '../embedded/pg-guarded.js';
 import { ApiError } from '../errors.js';
-import { PgConnections, poolKey } from './pg-pool.js';
+import { LiveConnections, poolKey, type PoolDriver } from './pool.js';
 import { relayPolicy } from '../query/relay.js';
 import { checkAndRewriteAsync } from '../query/sql/offload.js';
 import type { CredentialKindDef, LiveConnector, LiveRunContext, PreparedLiveQuery } from './types.js';
@@ -61,6 +61,15 @@ function tlsFor(url: DatabaseUrl, o: DatabaseOptions): false | ConnectionOptions
 
 const REJECTED = new Set(['28P01', '28000', '3D000']);
 
+const PG_DRIVER: PoolDriver<pg.Client> = {
+  kind: 'postgres',
+  end: (client) => void client.end().catch(() => undefined),
+  watch: (client, gone) => {
+    client.on('error', gone);
+    client.on('end', gone);
+  },
+};
+
 /** A checked statement of a database target as the query path wants it: tables read, their row filters, the tables allowed. */
 export function preparedFrom(
   checked: { readonly sql: string; readonly tables: readonly string[] },
@@ -75,14 +84,14 @@ export class PostgresConnector implements LiveConnector {
   readonly targetId = 'postgres';
   readonly credentialKind = 'postgres';
 
-  /** pooled connections per organization, for its current credential (pg-pool.ts) */
-  readonly connections: PgConnections;
+  /** pooled connections per organization, for its current credential (pool.ts) */
+  readonly connections: LiveConnections<pg.Client>;
 
   constructor(
     private readonly network: DatabaseNetwork,
     poolSize = 4,
   ) {
-    this.connections = new PgConnections(poolSize);
+    this.connections = new LiveConnections(PG_DRIVER, poolSize);
   }
 
   /** The organization's credential was replaced or deleted: its pooled connections end now. */

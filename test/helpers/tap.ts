@@ -2,3 +2,13 @@
 import type t from 'tap';
 
 export type TapTest = Parameters<Parameters<typeof t.test>[0]>[0];
+
+/** Polls `check` every 50 ms until it holds (true) or `ms` have passed (false). */
+export async function eventually(check: () => Promise<boolean>, ms = 3000): Promise<boolean> {
+  const end = Date.now() + ms;
+  for (;;) {
+    if (await check()) return true;
+    if (Date.now() > end) return false;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}

@@ -5,19 +5,8 @@
 import { randomBytes } from 'node:crypto';
 import t from 'tap';
 import mysql from 'mysql2/promise';
+import { MARIADB_ADMIN as ADMIN, mariadbAnswers } from '../helpers/mariadb.js';
 import { api, openConnection, signupAgent, startServer, type TestServer } from '../helpers/server.js';
-
-const ADMIN = { host: '127.0.0.1', port: 3306, user: 'root', password: '' };
-
-async function mariadbAnswers(): Promise<boolean> {
-  try {
-    const c = await mysql.createConnection({ ...ADMIN, connectTimeout: 1500 });
-    await c.end();
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 if (!(await mariadbAnswers())) {
   t.skip('no MariaDB/MySQL answers on 127.0.0.1:3306 (root, no password)', () => undefined);

@@ -7,6 +7,7 @@
 import t from 'tap';
 import pg from 'pg';
 import { customerDatabase, dropWithRole, type CustomerDatabase } from '../helpers/customer-db.js';
+import { eventually } from '../helpers/tap.js';
 import { api, openConnection, signupAgent, startServer, type TestServer } from '../helpers/server.js';
 
 let db: CustomerDatabase;
@@ -48,15 +49,6 @@ async function backends(): Promise<Record<string, number>> {
   }
 }
 
-async function until(check: () => Promise<boolean>, ms = 3000): Promise<boolean> {
-  const end = Date.now() + ms;
-  for (;;) {
-    if (await check()) return true;
-    if (Date.now() > end) return false;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 const total = (b: Record<string, number>): number => Object.values(b).reduce((x, y) => x + y, 0);
 
 t.test('an organization reuses its pooled connections, at most the pool size', async (t) => {
@@ -82,7 +74,7 @@ t.test('an organization reuses its pooled connections, at most the pool size', a
 
   // the credential replaced by another role: the old connections end, the next query runs as the new role
   t.equal((await api(srv.url, 'POST', '/v1/connections/credentials', { key: a.key, body: { connector_kind: 'postgres', secret: sslOff(db.url.replace(/\/\/[^@/]*@/, `//${ROLE}:pool-pw@`)) } })).status, 201);
-  t.ok(await until(async () => total(await backends()) === 0), 'the old credential’s connections ended at once');
+  t.ok(await eventually(async () => total(await backends()) === 0), 'the old credential’s connections ended at once');
   const denied = await q('SELECT * FROM secrets');
   t.equal(denied.error?.code, 'scope_violation', 'the new role’s privileges apply: no stale connection of the old role');
   t.equal((await q('SELECT total FROM orders WHERE id = 9')).rows?.[0]?.['total'], 9);
@@ -90,7 +82,7 @@ t.test('an organization reuses its pooled connections, at most the pool size', a
 
   // the credential deleted: its connections end
   t.equal((await api(srv.url, 'DELETE', '/v1/connections/credentials/postgres', { key: a.key })).status, 200);
-  t.ok(await until(async () => total(await backends()) === 0), 'deleting the credential ends its connections');
+  t.ok(await eventually(async () => total(await backends()) === 0), 'deleting the credential ends its connections');
 });
 
 t.test('organizations do not share connections', async (t) => {
@@ -103,5 +95,5 @@ t.test('organizations do not share connections', async (t) => {
   }
   t.equal(total(await backends()), 2, 'one pooled connection each');
   for (const a of agents) await api(srv.url, 'DELETE', '/v1/connections/credentials/postgres', { key: a.key });
-  t.ok(await until(async () => total(await backends()) === 0));
+  t.ok(await eventually(async () => total(await backends()) === 0));
 });

@@ -1,11 +1,13 @@
 /**
  * The `mysql` live target: MySQL or MariaDB reached with the organization's own connection URL.
- * The statement is checked and rewritten by policy.ts, then runs on a fresh connection (no
- * multi-statements, no LOCAL INFILE, a pinned sql_mode so string literals are lexed the way the
- * checker lexed them) inside `START TRANSACTION READ ONLY`, under a server-side time limit
- * (MariaDB max_statement_time / MySQL max_execution_time); rows are read as they arrive, the
- * socket is paused at the row or byte cap, and at the cap or the deadline the statement is
- * stopped at the server with `KILL QUERY` from a second connection. Always rolled back.
+ * The statement is checked and rewritten by policy.ts, then runs on one of the organization's
+ * pooled connections (pool.ts; no multi-statements, no LOCAL INFILE, a pinned sql_mode so string
+ * literals are lexed the way the checker lexed them) inside `START TRANSACTION READ ONLY`, under a
+ * server-side time limit (MariaDB max_statement_time / MySQL max_execution_time); rows are read
+ * as they arrive, the socket is paused at the row or byte cap, and at the cap or the deadline the
+ * statement is stopped at the server with `KILL QUERY` from a second connection. Always rolled
+ * back; a connection goes back to the pool only after a clean ROLLBACK, never after a kill, a cap
+ * reached mid-result, a wire-guard close or a connection error.
  */
 import mysql from 'mysql2';
 import type { ParsedScopes, Target } from '../../catalogue/index.js';
@@ -13,6 +15,7 @@ import { credentialRejected, databaseCredentialKind, databaseEndpoint, parseData
 import { RowCollector, uniqueColumnNames, type ColumnInfo, type ReadQueryResult } from '../../embedded/index.js';
 import { ApiError } from '../../errors.js';
 import { preparedFrom, type DatabaseNetwork } from '../postgres.js';
+import { LiveConnections, poolKey, type PoolDriver } from '../pool.js';
 import type { CredentialKindDef, LiveConnector, LiveRunContext, PreparedLiveQuery } from '../types.js';
 import { isMysqlSystemSchema, mysqlPolicy, nameCaseOf, type MysqlNameCase } from './policy.js';
 import { checkMysqlAsync } from '../../query/sql/offload.js';
@@ -78,11 +81,53 @@ const run1 = (c: Conn, sql: string): Promise<unknown> =>
     c.query(sql, (err, rows) => (err ? reject(err) : resolve(rows)));
   });
 
+/** What a connection learns once, when it is opened: the server, how it compares table names, its default database. */
+interface ServerInfo {
+  readonly mariadb: boolean;
+  readonly names: MysqlNameCase;
+  readonly database: string | null;
+}
+
+const serverInfo = new WeakMap<Conn, ServerInfo>();
+
+const MYSQL_DRIVER: PoolDriver<Conn> = {
+  kind: 'mysql',
+  end: (c) => {
+    try {
+      c.end(() => c.destroy()); // COM_QUIT, so the server logs no aborted connection
+    } catch {
+      c.destroy();
+    }
+  },
+  watch: (c, gone) => {
+    c.on('error', gone);
+    c.on('end', gone);
+  },
+};
+
 export class MysqlConnector implements LiveConnector {
   readonly targetId = 'mysql';
   readonly credentialKind = 'mysql';
 
-  constructor(private readonly network: DatabaseNetwork) {}
+  /** pooled connections per organization, for its current credential (pool.ts) */
+  readonly connections: LiveConnections<Conn>;
+
+  constructor(
+    private readonly network: DatabaseNetwork,
+    poolSize = 4,
+  ) {
+    this.connections = new LiveConnections(MYSQL_DRIVER, poolSize);
+  }
+
+  /** The organization's credential was replaced or deleted: its pooled connections end now. */
+  forget(orgId: string): void {
+    this.connections.forget(orgId);
+  }
+
+  /** Ends every pooled connection (shutdown). */
+  close(): void {
+    this.connections.close();
+  }
 
   async prepare(sqlText: string, scopes: ParsedScopes, _target: Target, caller?: { readonly tenant: string }): Promise<PreparedLiveQuery> {
     // checked as a case-insensitive server compares names; run() checks again when the server is case-sensitive
@@ -118,7 +163,8 @@ export class MysqlConnector implements LiveConnector {
       charset: 'utf8mb4_general_ci',
     });
 
-    const conn = await connect(settings(), secret, url);
+    const key = poolKey([secret, ctx.credential.options, address]);
+    const conn = await this.connections.acquire(ctx.orgId, key, () => connect(settings(), secret, url), deadline);
     const threadId = conn.threadId;
     let timedOut = false;
     let killing: Promise<void> | undefined;
@@ -143,14 +189,12 @@ export class MysqlConnector implements LiveConnector {
     const onAbort = (): void => kill();
     ctx.signal.addEventListener('abort', onAbort, { once: true });
     let broken = false;
+    let reusable = false;
     try {
-      await run1(conn, `SET SESSION sql_mode = '${MYSQL_SQL_MODE}'`);
-      // once per connection: the server's version, how it compares table names, and its default database
-      const info = ((await run1(conn, 'SELECT VERSION() AS v, @@lower_case_table_names AS l, DATABASE() AS d')) as { v?: string; l?: unknown; d?: string | null }[])[0];
-      const version = String(info?.v ?? '');
-      await checkForServer(q, ctx.scopes, nameCaseOf(info?.l), info?.d ?? null, ctx.orgId);
+      const info = await describe(conn);
+      await checkForServer(q, ctx.scopes, info.names, info.database, ctx.orgId);
       const seconds = Math.max(0.001, (deadline - Date.now()) / 1000);
-      if (/mariadb/i.test(version)) await run1(conn, `SET SESSION max_statement_time = ${seconds.toFixed(3)}`);
+      if (info.mariadb) await run1(conn, `SET SESSION max_statement_time = ${seconds.toFixed(3)}`);
       else await run1(conn, `SET SESSION max_execution_time = ${Math.max(1, Math.ceil(seconds * 1000))}`);
       await run1(conn, 'START TRANSACTION READ ONLY');
       const result = await stream(conn, q.sql, ctx.limits.maxRows, ctx.limits.maxBytes, () => {
@@ -185,11 +229,30 @@ export class MysqlConnector implements LiveConnector {
       if (killing) await killing;
       if (broken) conn.destroy();
       else {
-        await run1(conn, 'ROLLBACK').catch(() => undefined);
-        await new Promise<void>((resolve) => conn.end(() => resolve()));
+        // never reused after a KILL QUERY was sent: it could land on the connection's next statement
+        reusable = await run1(conn, 'ROLLBACK').then(
+          () => killing === undefined,
+          () => false,
+        );
       }
+      this.connections.release(ctx.orgId, key, conn, reusable);
     }
   }
+}
+
+/**
+ * The session settings and server facts of a pooled connection, once per connection: the pinned
+ * sql_mode (set first, before any statement of the agent's), the server's kind, how it compares
+ * table names, and its default database.
+ */
+async function describe(conn: Conn): Promise<ServerInfo> {
+  const known = serverInfo.get(conn);
+  if (known) return known;
+  await run1(conn, `SET SESSION sql_mode = '${MYSQL_SQL_MODE}'`);
+  const row = ((await run1(conn, 'SELECT VERSION() AS v, @@lower_case_table_names AS l, DATABASE() AS d')) as { v?: string; l?: unknown; d?: string | null }[])[0];
+  const info: ServerInfo = { mariadb: /mariadb/i.test(String(row?.v ?? '')), names: nameCaseOf(row?.l), database: row?.d ?? null };
+  serverInfo.set(conn, info);
+  return info;
 }
 
 interface MysqlPlan {

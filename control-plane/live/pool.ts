@@ -1,9 +1,10 @@
 /**
- * Pooled connections to customers' PostgreSQL databases, per organization: a query takes an idle
- * connection (or opens one, up to {@link PgConnections.max} per organization), runs its read-only
- * transaction, and gives the connection back after `ROLLBACK` (nothing of the statement's
- * transaction survives it: `SET LOCAL`, the cursor). A connection that failed, was closed by the
- * wire guard, or whose statement was cancelled is ended, never given back.
+ * Pooled connections to customers' databases (the `postgres` and `mysql` targets), per
+ * organization: a query takes an idle connection (or opens one, up to {@link LiveConnections.max}
+ * per organization), runs its read-only transaction, and gives the connection back after
+ * `ROLLBACK` (nothing of the statement's transaction survives it: `SET LOCAL`, the cursor). A
+ * connection that failed, was closed by the wire guard, or whose statement was cancelled or
+ * killed is ended, never given back.
  *
  * A pool belongs to one version of the organization's credential: its key is a hash of the
  * connection URL, the options and the checked address. A query with another key (the credential
@@ -13,23 +14,32 @@
  * here at this organization's next query (the key differs) or after the idle time.
  */
 import { createHash } from 'node:crypto';
-import type pg from 'pg';
 import { ApiError } from '../errors.js';
 
 /** an idle connection is ended after this long unused */
 export const IDLE_MS = 30_000;
 
-interface Idle {
-  readonly client: pg.Client;
+/** How a pool ends a driver's connection and learns that one is gone. */
+export interface PoolDriver<C> {
+  /** the connector kind, as errors name it */
+  readonly kind: 'postgres' | 'mysql';
+  /** ends the connection, quietly (it may be gone already) */
+  end(client: C): void;
+  /** calls `gone` once the connection errors or ends (e.g. the server closed it while idle) */
+  watch(client: C, gone: () => void): void;
+}
+
+interface Idle<C> {
+  readonly client: C;
   readonly timer: NodeJS.Timeout;
 }
 
-interface Pool {
+interface Pool<C> {
   readonly key: string;
-  readonly idle: Idle[];
+  readonly idle: Idle<C>[];
   /** connections open or opening, idle or in use */
   open: number;
-  readonly waiters: ((client: pg.Client | undefined) => void)[];
+  readonly waiters: ((client: C | undefined) => void)[];
   closed: boolean;
 }
 
@@ -38,15 +48,12 @@ export function poolKey(parts: readonly unknown[]): string {
   return createHash('sha256').update(JSON.stringify(parts)).digest('base64url');
 }
 
-function end(client: pg.Client): void {
-  client.end().catch(() => undefined);
-}
-
-export class PgConnections {
-  private readonly pools = new Map<string, Pool>();
-  private readonly dead = new WeakSet<pg.Client>();
+export class LiveConnections<C extends object> {
+  private readonly pools = new Map<string, Pool<C>>();
+  private readonly dead = new WeakSet<C>();
 
   constructor(
+    private readonly driver: PoolDriver<C>,
     /** connections per organization at most */
     readonly max = 4,
     private readonly idleMs = IDLE_MS,
@@ -56,7 +63,7 @@ export class PgConnections {
    * A connection for `orgId` under credential version `key`: an idle one, a new one from `open`,
    * or the next one given back; waiting ends at `deadline` with `503` (nothing ran).
    */
-  async acquire(orgId: string, key: string, open: () => Promise<pg.Client>, deadline: number): Promise<pg.Client> {
+  async acquire(orgId: string, key: string, open: () => Promise<C>, deadline: number): Promise<C> {
     let pool = this.pools.get(orgId);
     if (pool && pool.key !== key) {
       this.closePool(pool);
@@ -82,7 +89,7 @@ export class PgConnections {
       }
     }
     const waiting = pool;
-    const client = await new Promise<pg.Client | undefined>((resolve) => {
+    const client = await new Promise<C | undefined>((resolve) => {
       const timer = setTimeout(
         () => {
           const i = waiting.waiters.indexOf(give);
@@ -91,7 +98,7 @@ export class PgConnections {
         },
         Math.max(0, deadline - Date.now()),
       );
-      const give = (c: pg.Client | undefined): void => {
+      const give = (c: C | undefined): void => {
         clearTimeout(timer);
         resolve(c);
       };
@@ -99,22 +106,22 @@ export class PgConnections {
     });
     if (client) return client;
     if (waiting.closed || waiting.open < this.max) return this.acquire(orgId, key, open, deadline); // a place came free, or the credential changed
-    throw new ApiError('service_unavailable', `this organization's ${this.max} connections to its postgres database were all busy until the statement's deadline; nothing ran: retry, or send fewer statements at once`, {
-      connector_kind: 'postgres',
+    throw new ApiError('service_unavailable', `this organization's ${this.max} connections to its ${this.driver.kind} database were all busy until the statement's deadline; nothing ran: retry, or send fewer statements at once`, {
+      connector_kind: this.driver.kind,
       retry_after_seconds: 1,
     }, { 'Retry-After': '1' });
   }
 
   /** Gives `client` back (`reusable`: its transaction ended cleanly), or ends it. */
-  release(orgId: string, key: string, client: pg.Client, reusable: boolean): void {
+  release(orgId: string, key: string, client: C, reusable: boolean): void {
     const pool = this.pools.get(orgId);
     if (!pool || pool.key !== key || pool.closed) {
-      end(client);
+      this.end(client);
       return;
     }
     if (!reusable || this.dead.has(client)) {
       pool.open--;
-      end(client);
+      this.end(client);
       this.wake(pool);
       return;
     }
@@ -128,7 +135,7 @@ export class PgConnections {
       if (i >= 0) {
         pool.idle.splice(i, 1);
         pool.open--;
-        end(client);
+        this.end(client);
         if (pool.open === 0 && pool.waiters.length === 0 && this.pools.get(orgId) === pool) this.pools.delete(orgId);
       }
     }, this.idleMs);
@@ -149,24 +156,26 @@ export class PgConnections {
     this.pools.clear();
   }
 
-  private closePool(pool: Pool): void {
+  private end(client: C): void {
+    this.driver.end(client);
+  }
+
+  private closePool(pool: Pool<C>): void {
     pool.closed = true;
     for (const idle of pool.idle.splice(0)) {
       clearTimeout(idle.timer);
-      end(idle.client);
+      this.end(idle.client);
     }
     for (const w of pool.waiters.splice(0)) w(undefined);
   }
 
   /** a place came free: the longest waiter opens a connection of its own */
-  private wake(pool: Pool): void {
+  private wake(pool: Pool<C>): void {
     pool.waiters.shift()?.(undefined);
   }
 
-  private watch(client: pg.Client): pg.Client {
-    const gone = (): void => void this.dead.add(client);
-    client.on('error', gone);
-    client.on('end', gone);
+  private watch(client: C): C {
+    this.driver.watch(client, () => void this.dead.add(client));
     return client;
   }
 }

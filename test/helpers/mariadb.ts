@@ -1,0 +1,15 @@
+/** The MariaDB/MySQL the `mysql` target's tests use: 127.0.0.1:3306, root, no password. */
+import mysql from 'mysql2/promise';
+
+export const MARIADB_ADMIN = { host: '127.0.0.1', port: 3306, user: 'root', password: '' } as const;
+
+/** Whether that server answers (the tests skip with a reason when it does not). */
+export async function mariadbAnswers(): Promise<boolean> {
+  try {
+    const c = await mysql.createConnection({ ...MARIADB_ADMIN, connectTimeout: 1500 });
+    await c.end();
+    return true;
+  } catch {
+    return false;
+  }
+}
