@@ -2,10 +2,12 @@
  * The MySQL/MariaDB statement checker: the agent's SQL is parsed with a MySQL-dialect parser
  * (node-sql-parser, MariaDB grammar), exactly one SELECT is accepted, and its tree is walked with
  * allow-lists (node types, operators, functions, SELECT options); every table reference is
- * resolved with CTE scoping against the connection's `read:` scopes and replaced by an in-scope
- * derived table: `(SELECT * FROM `schema`.`table` WHERE <filters> LIMIT 18446744073709551615)`
- * — the LIMIT keeps MySQL from merging the derived table into the agent's query, so none of the
- * agent's expressions is evaluated on an out-of-scope row. What runs is the regenerated text
+ * resolved with CTE scoping against the connection's `read:` scopes. A table with `filter:`
+ * scopes is replaced by an in-scope derived table:
+ * `(SELECT * FROM `schema`.`table` WHERE <filters> LIMIT 18446744073709551615)` — the LIMIT keeps
+ * MySQL from merging the derived table into the agent's query, so none of the agent's expressions
+ * is evaluated on an out-of-scope row; a table without filters (every row in scope) is named as
+ * scoped, `schema`.`table` AS alias, so its indexes serve the statement. What runs is the regenerated text
  * (comments, executable comments and hints in the agent's text are gone), and that text is parsed
  * and checked again ("verify"), its table list checked against a white list of the physical
  * tables in scope. Refused: INTO (OUTFILE, DUMPFILE, variables), locking reads, user and system
@@ -342,11 +344,19 @@ class MysqlWalker {
     if (!entry) {
       throw new SqlPolicyError('scope_violation', `table "${written}" is not in this connection's scopes${this.policy.names === 'exact' ? ' (this server compares table names case-sensitively: write them exactly as scoped)' : ''}; ${this.readable()}`, { reason: 'table_not_in_scope', table: written });
     }
-    const t = templateFor(entry);
     this.tables.add(entry.name);
-    this.physical.add(t.physical);
     const alias = typeof item['as'] === 'string' ? item['as'] : entry.table;
-    const out: Obj = { expr: { ast: t.ast, parentheses: true }, as: alias };
+    let out: Obj;
+    if (entry.predicate === null) {
+      // every row of the table is in scope: it is read as itself, exactly as scoped (a derived
+      // table with LIMIT would be materialized whole for every statement, index or not)
+      this.physical.add(`select::${entry.schema ?? 'null'}::${entry.table}`);
+      out = { db: entry.schema, table: entry.table, as: alias };
+    } else {
+      const t = templateFor(entry);
+      this.physical.add(t.physical);
+      out = { expr: { ast: t.ast, parentheses: true }, as: alias };
+    }
     if (item['join'] !== undefined) out['join'] = item['join'];
     if (item['on'] !== undefined) out['on'] = item['on'];
     if (item['using'] !== undefined) out['using'] = item['using'];
