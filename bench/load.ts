@@ -11,17 +11,25 @@
  *  - a demo primary-key lookup, every request with a distinct text (nothing can be served from
  *    a cache of answers);
  *  - a `postgres` live-target primary-key lookup against a real PostgreSQL (TEST_DATABASE_URL;
- *    skipped with a note when none answers), distinct texts too.
- * Prints a Markdown table: requests per second, p50 and p99 latency, and the ratio to /healthz.
+ *    skipped with a note when none answers), distinct texts too;
+ *  - the same lookup on `postgres-relay`: the same database through an `svc-relay` (the compiled
+ *    CLI in a child process, enrolled with a real token) over its mutual-TLS tunnel; on PGlite
+ *    over the wire when no PostgreSQL answers;
+ *  - the same lookup on `mysql`, against the MariaDB/MySQL on 127.0.0.1:3306 (root, no password;
+ *    skipped with a note when none answers).
+ * Prints a Markdown table: requests per second, p50 and p99 latency, and the ratio to /healthz,
+ * and how much a relay query costs against a `postgres` one.
  */
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
+import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { buildApp } from '../control-plane/app.js';
 import { loadConfig } from '../control-plane/config.js';
 import { customerDatabase, type CustomerDatabase } from './customer-db.js';
+import { startRelay, type RelayProcess } from './relay-process.js';
 
 const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 5);
 const CONNECTIONS = Number(process.env['BENCH_CONNECTIONS'] ?? 16);
@@ -53,6 +61,9 @@ async function load(name: string, base: string, request: { method: 'GET' | 'POST
   return { name, rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx };
 }
 
+const ITEMS = 100_000;
+const itemSql = (i: number): string => JSON.stringify({ sql: `SELECT id, name FROM items WHERE id = ${(i % ITEMS) + 1}` });
+
 interface StoreRun {
   readonly store: string;
   readonly rows: readonly Row[];
@@ -70,7 +81,7 @@ async function rssMb(): Promise<number> {
 }
 
 /** One control plane on `databaseUrl`'s store (undefined: the embedded default), loaded row by row. */
-async function runOn(store: string, databaseUrl: string | undefined, customer: CustomerDatabase | undefined): Promise<StoreRun> {
+async function runOn(store: string, databaseUrl: string | undefined, customer: CustomerDatabase | undefined, relayDb: CustomerDatabase | undefined, mysqlDb: string | undefined): Promise<StoreRun> {
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'svc-bench-load-'));
   const config = loadConfig({
     SVC_DATA_DIR: dataDir,
@@ -91,6 +102,7 @@ async function runOn(store: string, databaseUrl: string | undefined, customer: C
   const addr = svc.app.server.address();
   if (!addr || typeof addr === 'string') throw new Error('no address');
   const base = `http://127.0.0.1:${addr.port}`;
+  await svc.startTunnel();
   const call = async (method: string, url: string, key?: string, body?: unknown): Promise<Record<string, unknown>> => {
     const r = await fetch(`${base}${url}`, { method, headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) }, ...(body ? { body: JSON.stringify(body) } : {}) });
     return (await r.json()) as Record<string, unknown>;
@@ -102,6 +114,17 @@ async function runOn(store: string, databaseUrl: string | undefined, customer: C
   if (customer?.kind === 'postgres') {
     await call('POST', '/v1/connections/credentials', key, { connector_kind: 'postgres', secret: `${customer.url}${customer.url.includes('?') ? '&' : '?'}sslmode=disable` });
     pgConn = (await call('POST', '/v1/connections', key, { target_id: 'postgres', scopes: ['read:public.items'], ttl_seconds: 3600 }))['connectionId'] as string | undefined;
+  }
+  let relay: RelayProcess | undefined;
+  let relayConn: string | undefined;
+  if (relayDb) {
+    relay = await startRelay({ svc, base: new URL(base), key, databaseUrl: relayDb.url });
+    relayConn = (await call('POST', '/v1/connections', key, { target_id: 'postgres-relay', scopes: [`relay:${relay.relayId}`, 'read:public.items'], ttl_seconds: 3600 }))['connectionId'] as string | undefined;
+  }
+  let mysqlConn: string | undefined;
+  if (mysqlDb) {
+    await call('POST', '/v1/connections/credentials', key, { connector_kind: 'mysql', secret: `mysql://root@127.0.0.1:3306/${mysqlDb}` });
+    mysqlConn = (await call('POST', '/v1/connections', key, { target_id: 'mysql', scopes: ['read:items'], ttl_seconds: 3600 }))['connectionId'] as string | undefined;
   }
 
   const rows: Row[] = [];
@@ -122,10 +145,13 @@ async function runOn(store: string, databaseUrl: string | undefined, customer: C
         method: 'POST',
         path: `/v1/connections/${pgConn}/query`,
         key,
-        body: (i) => JSON.stringify({ sql: `SELECT id, name FROM items WHERE id = ${(i % 100000) + 1}` }),
+        body: itemSql,
       }),
     );
   }
+  if (relayConn) rows.push(await load('postgres-relay primary-key lookup (distinct texts)', base, { method: 'POST', path: `/v1/connections/${relayConn}/query`, key, body: itemSql }));
+  if (mysqlConn) rows.push(await load('mysql primary-key lookup (distinct texts)', base, { method: 'POST', path: `/v1/connections/${mysqlConn}/query`, key, body: itemSql }));
+  await relay?.stop();
   await svc.app.close();
   await fs.rm(dataDir, { recursive: true, force: true });
   return { store, rows, postgresSkipped: !pgConn, rssReadyMb, rssLoadedMb };
@@ -156,41 +182,80 @@ async function storeDatabase(): Promise<{ url: string; drop: () => Promise<void>
   };
 }
 
+/** A fresh database with `items` on the MariaDB/MySQL at 127.0.0.1:3306, or undefined when none answers. */
+async function mysqlDatabase(): Promise<{ name: string; drop: () => Promise<void> } | undefined> {
+  let admin: mysql.Connection;
+  try {
+    admin = await mysql.createConnection({ host: '127.0.0.1', port: 3306, user: 'root', password: '', connectTimeout: 1500 });
+  } catch {
+    return undefined;
+  }
+  const name = `svc_bench_load_${process.pid}`;
+  await admin.query(`DROP DATABASE IF EXISTS ${name}`);
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.query(`CREATE TABLE ${name}.items (id INT PRIMARY KEY, name VARCHAR(40) NOT NULL)`);
+  for (let from = 1; from <= ITEMS; from += 5000) {
+    const values = Array.from({ length: Math.min(5000, ITEMS - from + 1) }, (_, k) => `(${from + k}, 'item ${from + k}')`).join(',');
+    await admin.query(`INSERT INTO ${name}.items VALUES ${values}`);
+  }
+  return {
+    name,
+    drop: async () => {
+      await admin.query(`DROP DATABASE IF EXISTS ${name}`);
+      await admin.end();
+    },
+  };
+}
+
 async function main(): Promise<void> {
   let customer: CustomerDatabase | undefined;
   try {
     customer = await customerDatabase('svc_bench_load');
-    if (customer.kind === 'postgres') {
-      const c = new pg.Client({ connectionString: customer.url });
-      await c.connect();
-      await c.query('CREATE TABLE items (id int PRIMARY KEY, name text NOT NULL)');
-      await c.query("INSERT INTO items SELECT g, 'item ' || g FROM generate_series(1, 100000) g");
-      await c.end();
-    }
+    const c = new pg.Client({ connectionString: customer.url });
+    await c.connect();
+    await c.query('CREATE TABLE items (id int PRIMARY KEY, name text NOT NULL)');
+    await c.query(`INSERT INTO items SELECT g, 'item ' || g FROM generate_series(1, ${ITEMS}) g`);
+    await c.query('ANALYZE items');
+    await c.end();
   } catch {
+    await customer?.drop().catch(() => undefined);
     customer = undefined;
   }
-  const runs: StoreRun[] = [await runOn('embedded', undefined, customer)];
-  const storeDb = process.env['BENCH_STORES'] === 'embedded' ? undefined : await storeDatabase();
-  if (storeDb) {
-    try {
-      // the customer database lives on the same server as this store, and the control plane refuses
-      // credentials that point at its own database server: the postgres row runs on the embedded store only
-      runs.push(await runOn('PostgreSQL', storeDb.url, undefined));
-    } finally {
-      await storeDb.drop();
+  const my = await mysqlDatabase().catch(() => undefined);
+  const runs: StoreRun[] = [];
+  let storeDb: Awaited<ReturnType<typeof storeDatabase>>;
+  try {
+    runs.push(await runOn('embedded', undefined, customer, customer, my?.name));
+    storeDb = process.env['BENCH_STORES'] === 'embedded' ? undefined : await storeDatabase();
+    if (storeDb) {
+      try {
+        // the customer database lives on the same server as this store, and the control plane refuses
+        // credentials that point at its own database server: the postgres row runs on the embedded store
+        // only (the relay reaches it from its own side, so its row runs on both)
+        runs.push(await runOn('PostgreSQL', storeDb.url, undefined, customer, my?.name));
+      } finally {
+        await storeDb.drop();
+      }
     }
+  } finally {
+    await customer?.drop();
+    await my?.drop();
   }
-  await customer?.drop();
 
   process.stdout.write(`${CONNECTIONS} connections, ${SECONDS} s each\n\n| store | load | requests/s | p50 | p99 | non-2xx | ÷ /healthz |\n| --- | --- | --- | --- | --- | --- | --- |\n`);
   for (const run of runs) {
     const healthz = run.rows[0]?.rps ?? 1;
     for (const r of run.rows) process.stdout.write(`| ${run.store} | ${r.name} | ${r.rps.toFixed(0)} | ${r.p50} ms | ${r.p99} ms | ${r.non2xx} | ${(r.rps / healthz).toFixed(3)}× |\n`);
   }
+  for (const run of runs) {
+    const direct = run.rows.find((r) => r.name.startsWith('postgres primary-key'));
+    const relayed = run.rows.find((r) => r.name.startsWith('postgres-relay'));
+    if (direct && relayed) process.stdout.write(`\n${run.store} store: a postgres-relay query costs ${(direct.rps / relayed.rps).toFixed(2)}× a postgres one (throughput ratio; goal ≤ 1.25×)\n`);
+  }
   process.stdout.write('\nresident memory of this process (control plane and autocannon together, after a first start in the same process; `npm start` alone is smaller):\n');
   for (const run of runs) process.stdout.write(`- ${run.store} store: ${run.rssReadyMb} MB at ready, ${run.rssLoadedMb} MB right after the demo row\n`);
-  if (runs[0]?.postgresSkipped) process.stdout.write('\n(postgres rows skipped: no PostgreSQL answered at TEST_DATABASE_URL)\n');
+  if (runs[0]?.postgresSkipped) process.stdout.write('\n(postgres row skipped: no PostgreSQL answered at TEST_DATABASE_URL; the relay row ran against PGlite over the wire)\n');
+  if (!my) process.stdout.write('\n(mysql rows skipped: no MariaDB/MySQL answered on 127.0.0.1:3306)\n');
   if (storeDb) process.stdout.write('\n(no postgres row on the PostgreSQL store: its customer database would be on the store\'s own server, which the control plane refuses to read)\n');
   if (!storeDb) process.stdout.write('\n(PostgreSQL store skipped: no PostgreSQL answered at TEST_DATABASE_URL, or BENCH_STORES=embedded)\n');
 }

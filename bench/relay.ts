@@ -25,23 +25,18 @@
  * relay with --cpu-prof into <dir>), BENCH_RELAY_STORE=postgres (the control plane's own store on
  * the same PostgreSQL instead of the embedded one, to separate the store's cost from the relay's).
  */
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs/promises';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import pg from 'pg';
 import { buildApp, type SvcApp } from '../control-plane/app.js';
 import { loadConfig as loadServerConfig } from '../control-plane/config.js';
-import { loadConfig as loadRelayConfig } from '../relay-agent/index.js';
 import { memoryTransportPair, Session, type QueryOpen, type Value } from '../protocol/index.js';
 import { createExecutor } from '../relay-agent/index.js';
+import { startRelay, type RelayProcess } from './relay-process.js';
 import { customerDatabase, DEFAULT_CUSTOMER_DATABASE_URL, type CustomerDatabase } from './customer-db.js';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const RELAY_CLI = path.resolve(here, '../cli/svc-relay.js');
 const SECONDS = Number(process.env['BENCH_RELAY_SECONDS'] ?? 1.5);
 const ROUNDS = Math.max(1, Math.round(Number(process.env['BENCH_RELAY_ROUNDS'] ?? 3)));
 const POOL = Number(process.env['BENCH_RELAY_POOL'] ?? 8);
@@ -171,9 +166,8 @@ interface Rig {
   readonly key: string;
   readonly relayId: string;
   readonly connectionId: string;
-  readonly relay: ChildProcess;
+  readonly relay: RelayProcess;
   readonly dataDir: string;
-  readonly configDir: string;
   /** the control plane's own store, when it runs on PostgreSQL (BENCH_RELAY_STORE=postgres) */
   readonly storeDb: CustomerDatabase | null;
 }
@@ -187,14 +181,6 @@ async function seed(url: string): Promise<void> {
     await c.query('ANALYZE public.orders');
   } finally {
     await c.end();
-  }
-}
-
-async function waitFor(what: string, ms: number, check: () => boolean | Promise<boolean>): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
   }
 }
 
@@ -228,53 +214,29 @@ async function setUp(largeMaxBytes: number): Promise<Rig> {
   const auth = { authorization: `Bearer ${key}` };
   const topup = await svc.app.inject({ method: 'POST', url: '/v1/agent/topup', payload: { amount_cents: 1_000_000 }, headers: auth });
   if (topup.statusCode !== 200) throw new Error(`top-up refused: ${topup.statusCode} ${topup.body}`);
-  const tok = await svc.app.inject({ method: 'POST', url: '/v1/relays/enroll-token', payload: {}, headers: auth });
-  const token = (JSON.parse(tok.body) as { token: string }).token;
-
-  // enroll and run with the compiled CLI, as a customer would
-  const configDir = await fs.mkdtemp(path.join(os.tmpdir(), 'svc-bench-relay-cfg-'));
-  await promisify(execFile)(process.execPath, [RELAY_CLI, 'enroll', '--control-plane', base.origin, '--token', token, '--config-dir', configDir, '--name', 'bench', '--force']);
-  const relayId = loadRelayConfig(configDir).relay_id;
-  const nodeArgs = CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(CPU_PROF)}`] : [];
-  const relay = spawn(
-    process.execPath,
-    [...nodeArgs, RELAY_CLI, 'run', '--config-dir', configDir, '--database-url', db.url, '--health-port', '0', '--pool-size', String(POOL), '--max-rows', '100000000', '--max-bytes', String(largeMaxBytes), '--statement-timeout-ms', '600000'],
-    { stdio: ['ignore', 'ignore', 'pipe'] },
-  );
-  let stderr = '';
-  relay.stderr?.on('data', (c: Buffer) => {
-    stderr = (stderr + c.toString('utf8')).slice(-4000);
+  const relay = await startRelay({
+    svc,
+    base,
+    key,
+    databaseUrl: db.url,
+    nodeArgs: CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(CPU_PROF)}`] : [],
+    args: ['--pool-size', String(POOL), '--max-rows', '100000000', '--max-bytes', String(largeMaxBytes), '--statement-timeout-ms', '600000'],
   });
-  relay.on('exit', (code) => {
-    if (code !== 0 && code !== null) process.stderr.write(`svc-relay exited ${code}: ${stderr}\n`);
-  });
-  try {
-    await waitFor('the relay tunnel', 20_000, () => {
-      if (relay.exitCode !== null) throw new Error(`svc-relay exited ${relay.exitCode}: ${stderr}`);
-      return svc.services.tunnels.get(relayId)?.session.state === 'open';
-    });
-  } catch (err) {
-    relay.kill('SIGTERM');
-    throw err;
-  }
+  const relayId = relay.relayId;
 
   const conn = await svc.app.inject({ method: 'POST', url: '/v1/connections', payload: { target_id: 'postgres-relay', scopes: [`relay:${relayId}`, 'read:public.orders'], tier: 'container', ttl_seconds: 3600 }, headers: auth });
   if (conn.statusCode !== 201) throw new Error(`connection refused: ${conn.statusCode} ${conn.body}`);
   const connectionId = (JSON.parse(conn.body) as { connectionId: string }).connectionId;
-  return { db, svc, base, key, relayId, connectionId, relay, dataDir, configDir, storeDb };
+  return { db, svc, base, key, relayId, connectionId, relay, dataDir, storeDb };
 }
 
 async function tearDown(r: Rig): Promise<void> {
-  const exited = new Promise((res) => r.relay.once('exit', res));
-  if (r.relay.exitCode === null) r.relay.kill('SIGTERM'); // drains; --cpu-prof writes its profile on exit
-  await Promise.race([exited, new Promise((res) => setTimeout(res, 10_000))]);
-  if (r.relay.exitCode === null) r.relay.kill('SIGKILL');
+  await r.relay.stop();
   agent.destroy();
   await r.svc.app.close();
   await r.db.drop();
   await r.storeDb?.drop();
   await fs.rm(r.dataDir, { recursive: true, force: true });
-  await fs.rm(r.configDir, { recursive: true, force: true });
 }
 
 // ------------------------------------------------------------------ the measurements
@@ -330,7 +292,7 @@ async function main(): Promise<void> {
     const r = await local.openStream(open(sql, 10_001, 10_000_000)).collect();
     check(r.rows[0]?.[0] === id, `executor ${id}`);
   };
-  const memStart = await memoryOf(rig.relay.pid ?? 0);
+  const memStart = await memoryOf(rig.relay.child.pid ?? 0);
   const queryPath = `/v1/connections/${rig.connectionId}/query`;
   const viaApi = async (k: number) => {
     const { sql, id } = smallSql(k);
@@ -347,7 +309,7 @@ async function main(): Promise<void> {
   const paths: Record<Path, (k: number) => Promise<void>> = { direct: viaDirect, executor: viaExecutor, tunnel: viaTunnel, api: viaApi };
   const runs = new Map<string, Run[]>(); // `${path}@${concurrency}`
   const relayCpu = new Map<number, { s: number; n: number }>(); // relay CPU over the tunnel runs
-  const relayPid = rig.relay.pid ?? 0;
+  const relayPid = rig.relay.child.pid ?? 0;
   for (const c of [1, 32]) {
     for (let round = 0; round < ROUNDS; round++) {
       // interleaved, so that drift on a shared machine hits every path alike
@@ -426,7 +388,7 @@ async function main(): Promise<void> {
     large.push(pair);
   }
   clearInterval(sampler);
-  const mem = await memoryOf(rig.relay.pid ?? 0);
+  const mem = await memoryOf(rig.relay.child.pid ?? 0);
   await direct.end();
   await tearDown(rig);
   if (errors > 0) throw new Error(`${errors} wrong answers: the numbers are void`);
