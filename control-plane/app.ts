@@ -198,7 +198,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   registerErrorHandling(app);
   registerStringGuard(app);
   registerAuth(app, store);
-  registerRateLimits(app, { perKeyPerSecond: config.rateLimitPerKey, signupsPerMinute: config.signupRateLimit });
+  registerRateLimits(app, { perKeyPerSecond: config.rateLimitPerKey, signupsPerMinute: config.signupRateLimit }, store);
   openApiRoutes(app, services); // collects every route registered after it: keep it before the route plugins
   mcpRoutes(app);
   accountRoutes(app, services);

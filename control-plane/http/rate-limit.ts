@@ -1,10 +1,13 @@
 /**
  * Per-caller rate limits (token buckets): each agent key, and signups per client address. A
- * caller over its limit gets `429 rate_limited` with `Retry-After`. Buckets live in this process
- * (each replica limits on its own).
+ * caller over its limit gets `429 rate_limited` with `Retry-After`. On the embedded store (one
+ * process) the buckets live in memory; on a PostgreSQL store they live in the store's
+ * `rate_buckets` table, one row per bucket taken from in one statement, so every replica draws
+ * from the same budget.
  */
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../errors.js';
+import type { Store } from '../store/index.js';
 
 export class TokenBuckets {
   private readonly buckets = new Map<string, { tokens: number; at: number }>();
@@ -45,6 +48,76 @@ export class TokenBuckets {
   }
 }
 
+/** One kind of bucket (a rate and a burst), keyed by caller. */
+export interface RateBuckets {
+  /** Takes one token from `key`'s bucket: 0 when allowed, else the whole seconds to wait. */
+  take(key: string): Promise<number>;
+  /** The seconds `key` must wait for a token (0 when one is there), without taking it. */
+  wait(key: string): Promise<number>;
+}
+
+class MemoryBuckets implements RateBuckets {
+  private readonly buckets: TokenBuckets;
+  constructor(perSecond: number, burst: number) {
+    this.buckets = new TokenBuckets(perSecond, burst);
+  }
+  async take(key: string): Promise<number> {
+    return this.buckets.take(key);
+  }
+  async wait(key: string): Promise<number> {
+    return this.buckets.wait(key);
+  }
+}
+
+// the bucket refilled for the time since it was last touched (never more than the burst, never
+// less than it was if the clock stepped back): $2 burst, $3 tokens per second
+const REFILLED = 'LEAST($2::float8, b.tokens + GREATEST(0, EXTRACT(EPOCH FROM now() - b.at))::float8 * $3::float8)';
+const TAKE = `INSERT INTO rate_buckets AS b (key, tokens, at, ok) VALUES ($1, $2::float8 - 1, now(), true)
+  ON CONFLICT (key) DO UPDATE SET ok = ${REFILLED} >= 1, tokens = ${REFILLED} - CASE WHEN ${REFILLED} >= 1 THEN 1 ELSE 0 END, at = now()
+  RETURNING ok, tokens`;
+const PEEK = `SELECT ${REFILLED} AS tokens FROM rate_buckets b WHERE key = $1`;
+
+/** Buckets in the store's `rate_buckets` table: one budget for every replica on that store. */
+export class StoreBuckets implements RateBuckets {
+  constructor(
+    private readonly store: Store,
+    /** prefix of this kind's keys */
+    private readonly kind: string,
+    private readonly perSecond: number,
+    private readonly burst: number,
+  ) {}
+
+  async take(key: string): Promise<number> {
+    const [row] = await this.store.query<{ ok: boolean; tokens: number }>(TAKE, [`${this.kind}:${key}`, this.burst, this.perSecond]);
+    return !row || row.ok ? 0 : this.secondsFor(Number(row.tokens));
+  }
+
+  async wait(key: string): Promise<number> {
+    const [row] = await this.store.query<{ tokens: number }>(PEEK, [`${this.kind}:${key}`, this.burst, this.perSecond]);
+    return !row || Number(row.tokens) >= 1 ? 0 : this.secondsFor(Number(row.tokens));
+  }
+
+  private secondsFor(tokens: number): number {
+    return Math.max(1, Math.ceil((1 - tokens) / this.perSecond));
+  }
+}
+
+/**
+ * Buckets of one kind (`kind` prefixes their keys in the store): shared through the store when it
+ * is PostgreSQL (several replicas may use it), in this process's memory on the embedded store.
+ */
+export function rateBuckets(store: Store | undefined, kind: string, perSecond: number, burst: number): RateBuckets {
+  return store?.kind === 'postgres' ? new StoreBuckets(store, kind, perSecond, burst) : new MemoryBuckets(perSecond, burst);
+}
+
+/** A bucket untouched this long has refilled whatever its rate: its row can go. */
+export const RATE_BUCKET_IDLE_MS = 10 * 60_000;
+
+/** Removes the store's buckets idle for {@link RATE_BUCKET_IDLE_MS} (they are full). */
+export async function sweepRateBuckets(store: Store): Promise<void> {
+  await store.query(`DELETE FROM rate_buckets WHERE at < now() - make_interval(secs => $1)`, [RATE_BUCKET_IDLE_MS / 1000]);
+}
+
 export interface RateLimits {
   /** requests per second per agent key (0 disables) */
   readonly perKeyPerSecond: number;
@@ -52,17 +125,25 @@ export interface RateLimits {
   readonly signupsPerMinute: number;
 }
 
-export function registerRateLimits(app: FastifyInstance, limits: RateLimits): void {
-  const keys = limits.perKeyPerSecond > 0 ? new TokenBuckets(limits.perKeyPerSecond, limits.perKeyPerSecond * 2) : undefined;
-  const signups = limits.signupsPerMinute > 0 ? new TokenBuckets(limits.signupsPerMinute / 60, limits.signupsPerMinute) : undefined;
+/** `store`: the buckets are shared through it when it is PostgreSQL (see {@link rateBuckets}). */
+export function registerRateLimits(app: FastifyInstance, limits: RateLimits, store?: Store): void {
+  const keys = limits.perKeyPerSecond > 0 ? rateBuckets(store, 'key', limits.perKeyPerSecond, limits.perKeyPerSecond * 2) : undefined;
+  const signups = limits.signupsPerMinute > 0 ? rateBuckets(store, 'signup', limits.signupsPerMinute / 60, limits.signupsPerMinute) : undefined;
+  if (store?.kind === 'postgres') {
+    const sweeper = setInterval(() => {
+      sweepRateBuckets(store).catch((err: unknown) => app.log.warn({ err: { message: (err as Error).message } }, 'rate bucket sweep failed'));
+    }, 60_000);
+    sweeper.unref();
+    app.addHook('onClose', async () => clearInterval(sweeper));
+  }
   app.addHook('onRequest', async (req) => {
     let wait = 0;
     let what = '';
     if (req.principal && keys) {
-      wait = keys.take(req.principal.keyId);
+      wait = await keys.take(req.principal.keyId);
       what = `more than ${limits.perKeyPerSecond} requests per second with this agent key`;
     } else if (signups && req.method === 'POST' && req.routeOptions.url === '/v1/agent/account') {
-      wait = signups.take(clientKey(req.ip));
+      wait = await signups.take(clientKey(req.ip));
       what = `more than ${limits.signupsPerMinute} signups per minute from this address`;
     }
     if (wait > 0) {
@@ -78,15 +159,19 @@ export function registerRateLimits(app: FastifyInstance, limits: RateLimits): vo
  * the budget refills. 0 disables.
  */
 export class RefusalBudget {
-  private readonly buckets: TokenBuckets | undefined;
+  private readonly buckets: RateBuckets | undefined;
 
-  constructor(readonly perMinute: number) {
-    this.buckets = perMinute > 0 ? new TokenBuckets(perMinute / 60, Math.max(1, Math.floor(perMinute / 2))) : undefined;
+  /** `store`: shared through it when it is PostgreSQL (see {@link rateBuckets}). */
+  constructor(
+    readonly perMinute: number,
+    store?: Store,
+  ) {
+    this.buckets = perMinute > 0 ? rateBuckets(store, 'refused', perMinute / 60, Math.max(1, Math.floor(perMinute / 2))) : undefined;
   }
 
   /** Throws 429 when `keyId` has used up its refusals. */
-  check(keyId: string): void {
-    const wait = this.buckets?.wait(keyId) ?? 0;
+  async check(keyId: string): Promise<void> {
+    const wait = (await this.buckets?.wait(keyId)) ?? 0;
     if (wait > 0) {
       throw new ApiError(
         'rate_limited',
@@ -98,8 +183,8 @@ export class RefusalBudget {
   }
 
   /** Counts one refused statement against `keyId`. */
-  charge(keyId: string): void {
-    this.buckets?.take(keyId);
+  async charge(keyId: string): Promise<void> {
+    await this.buckets?.take(keyId);
   }
 }
 

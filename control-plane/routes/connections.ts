@@ -9,7 +9,7 @@ import { type App, type Services, ErrorSchema, errors, queryDeps } from './conte
 const ConnectionId = Type.Object({ connection_id: Type.String({ maxLength: 200 }) });
 
 export function connectionRoutes(app: App, s: Services): void {
-  const refusals = new RefusalBudget(s.config.refusedPerMinute);
+  const refusals = new RefusalBudget(s.config.refusedPerMinute, s.store);
   app.post(
     '/v1/connections',
     {
@@ -89,13 +89,13 @@ export function connectionRoutes(app: App, s: Services): void {
     },
     async (req) => {
       const { orgId, keyId } = principalOf(req);
-      refusals.check(keyId);
+      await refusals.check(keyId);
       try {
         return await s.track(() => runQuery(queryDeps(s), orgId, req.params.connection_id, req.body.sql, { address: clientKey(req.ip), keyId }));
       } catch (err) {
         // refused statements cost nothing, so they count against the key's budget; a statement that
         // ran at its source before it failed was charged instead
-        if (isApiError(err) && (err.code === 'invalid_sql' || err.code === 'scope_violation') && typeof err.details?.['cost_cents'] !== 'number') refusals.charge(keyId);
+        if (isApiError(err) && (err.code === 'invalid_sql' || err.code === 'scope_violation') && typeof err.details?.['cost_cents'] !== 'number') await refusals.charge(keyId).catch(() => undefined); // the refusal is the answer, whatever the budget's store says
         throw err;
       }
     },

@@ -258,6 +258,18 @@ ALTER TABLE reservations ADD COLUMN egress_held bigint NOT NULL DEFAULT 0 CHECK 
     name: 'the query path in one statement per phase: reserve, settle or refund with its audit event, append an audit event',
     sql: QUERY_PATH_FUNCTIONS,
   },
+  {
+    version: 9,
+    name: 'rate limit buckets shared by the replicas of a PostgreSQL store (unlogged: a crash refills them)',
+    sql: `
+CREATE UNLOGGED TABLE rate_buckets (
+  key    text PRIMARY KEY,
+  tokens double precision NOT NULL,
+  at     timestamptz NOT NULL,
+  ok     boolean NOT NULL
+);
+`,
+  },
 ];
 
 /** Apply every migration not yet applied; returns the versions applied now. */

@@ -1,0 +1,84 @@
+/**
+ * Rate limits are one budget across replicas (issue #14): on a PostgreSQL store the token buckets
+ * live in the store's `rate_buckets` table, so two replicas behind one balancer let through what
+ * one would. The bucket statement itself is also tested on the embedded store's engine (it runs
+ * wherever PostgreSQL's SQL runs), so it is exercised on a machine without PostgreSQL too.
+ */
+import fs from 'node:fs/promises';
+import t from 'tap';
+import { StoreBuckets, sweepRateBuckets } from '../../control-plane/http/rate-limit.js';
+import { openStore } from '../../control-plane/store/index.js';
+import { api, freshDatabase, openConnection, realPostgresAvailable, signupAgent, startServer, storeTemplate, tempDir } from '../helpers/server.js';
+
+t.test('the bucket statement: burst, refill, wait, per key, sweep', async (t) => {
+  const dir = await tempDir();
+  const store = await openStore({ databaseUrl: undefined, dataDir: dir, template: await storeTemplate() });
+  t.teardown(async () => {
+    await store.close();
+    await fs.rm(dir, { recursive: true, force: true });
+  });
+  const b = new StoreBuckets(store, 'test', 4, 3); // 4 tokens a second, a burst of 3
+  const taken = [];
+  for (let i = 0; i < 5; i++) taken.push(await b.take('k'));
+  t.same(taken.slice(0, 3), [0, 0, 0], 'the burst passes');
+  t.ok(taken[3] !== undefined && taken[3] >= 1 && taken[4] !== undefined && taken[4] >= 1, `then a wait of whole seconds: ${taken.slice(3).join(', ')}`);
+  t.ok((await b.wait('k')) >= 1, 'waiting is seen without taking');
+  t.equal(await b.take('other'), 0, 'buckets are per key');
+  t.equal(await b.wait('never-seen'), 0, 'an unknown key waits for nothing');
+  await new Promise((r) => setTimeout(r, 600)); // refills about 2.4 tokens
+  t.equal(await b.wait('k'), 0);
+  t.equal(await b.take('k'), 0, 'refilled at the rate');
+  t.equal(await b.take('k'), 0);
+  const rows = await store.query<{ key: string }>('SELECT key FROM rate_buckets ORDER BY key');
+  t.same(rows.map((r) => r.key), ['test:k', 'test:other'], 'keys are stored under their kind');
+  await store.query("UPDATE rate_buckets SET at = now() - interval '11 minutes' WHERE key = 'test:other'");
+  await sweepRateBuckets(store);
+  t.same((await store.query<{ key: string }>('SELECT key FROM rate_buckets')).map((r) => r.key), ['test:k'], 'a bucket idle past the sweep age is removed; a recent one stays');
+});
+
+if (!(await realPostgresAvailable())) {
+  t.skip('two replicas sharing their rate budget: no PostgreSQL answers at TEST_DATABASE_URL', () => undefined);
+} else {
+  t.test('two replicas on one PostgreSQL store share one rate budget', async (t) => {
+    const db = await freshDatabase('svc_test_rates');
+    const env = { SVC_RATE_LIMIT: '5', SVC_SIGNUP_RATE_LIMIT: '3', SVC_REFUSED_STATEMENTS_PER_MINUTE: '4' };
+    const a = await startServer({ databaseUrl: db.url, env });
+    const b = await startServer({ databaseUrl: db.url, env });
+    t.teardown(async () => {
+      await a.close();
+      await b.close();
+      await db.drop();
+    });
+    const urls = [a.url, b.url];
+
+    // per key: 5 a second with a burst of 10, alternating replicas as a round-robin balancer would
+    const signedUpAt = Date.now();
+    const agent = await signupAgent(a.url, 'Rates');
+    const other = await signupAgent(b.url, 'Refusals');
+    const started = Date.now();
+    const statuses: number[] = [];
+    for (let i = 0; i < 40; i++) statuses.push((await api(urls[i % 2] as string, 'GET', '/v1/connections/packs', { key: agent.key })).status);
+    const seconds = (Date.now() - started) / 1000;
+    const allowed = statuses.filter((s) => s === 200).length;
+    t.ok(allowed >= 10, `at least the burst passes: ${allowed}`);
+    t.ok(allowed <= 10 + Math.ceil(5 * seconds) + 1, `at most the burst and the refill of ${seconds.toFixed(2)} s across both replicas: ${allowed} (one budget per replica would let about twice that through)`);
+    t.ok(statuses.every((s) => s === 200 || s === 429), 'nothing but 200 and 429');
+
+    // refused statements: a burst of 2 for the key, across both replicas
+    const conn = await openConnection(b.url, other.key, 'demo-healthcare', ['read:patients']);
+    const refused: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const r = await api<{ error?: { code: string; details?: { reason?: string } } }>(urls[i % 2] as string, 'POST', `/v1/connections/${conn}/query`, { key: other.key, body: { sql: 'SELECT * FROM secrets' } });
+      refused.push(`${r.status}:${r.body.error?.details?.reason ?? r.body.error?.code}`);
+    }
+    t.equal(refused.filter((s) => s.startsWith('403')).length, 2, `two refusals answered, across both replicas: ${refused.join(' ')}`);
+    t.match(refused[3], /^429:refused_statements$/, 'then the key is over its refusal budget on either replica');
+    // signups per address: a burst of 3 across both replicas (two made above, one on each), not 3 each
+    const signups = [];
+    for (let i = 0; i < 6; i++) signups.push((await api(urls[i % 2] as string, 'POST', '/v1/agent/account', { body: { orgName: `R${i}`, agentName: 'r' } })).status);
+    const more = signups.filter((s) => s === 201).length;
+    const refill = Math.floor(((Date.now() - signedUpAt) / 60_000) * 3);
+    t.ok(more >= 1 && more <= 1 + refill, `one more signup in all (plus ${refill} refilled): ${signups.join(' ')} (a budget per replica would allow four)`);
+    t.equal(signups[signups.length - 1], 429, 'then 429 on either replica');
+  });
+}
