@@ -29,6 +29,9 @@ import { DeliveryWorker, resealEndpointSecrets } from './webhooks/index.js';
 import { loadOrCreateStoredCa, relayCa, resealStoredCa } from './relays/ca.js';
 import { RELAY_DEFAULTS, type RelayCa, type RelayOptions } from './relays/index.js';
 import { startTunnelListener, TunnelRegistry, type TunnelListener } from './tunnel/index.js';
+import { replicaAddressOf, TunnelLeases } from './tunnel/leases.js';
+import { RelayForwarder } from './tunnel/forward.js';
+import { runOnRelay } from './query/relay.js';
 import type { Ca } from '../pki/index.js';
 import { loadMasterKeyRing, type MasterKey, type MasterKeyRing } from './secrets/index.js';
 import { CredentialStore } from './credentials/index.js';
@@ -158,6 +161,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   });
 
   const tunnels = new TunnelRegistry();
+  // this process among the replicas sharing the store (tunnel leases name it)
+  const replicaId = randomId('rep', 9);
   // the master keys (current + previous), loaded on first use: credentials and the CA's key are sealed with them
   let ringPromise: Promise<MasterKeyRing> | undefined;
   const keyRing = (): Promise<MasterKeyRing> => {
@@ -174,6 +179,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     demo: demoReady,
     track,
     tunnels,
+    // the CA is read when the first forward needs this replica's certificate
+    forwarder: new RelayForwarder(store, replicaId, () => loadCa()),
     live,
     credentials: new CredentialStore(store, keyRing, live.kinds),
     shutdown: shutdownController.signal,
@@ -246,19 +253,26 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   // stop claiming before the store closes; attempts in flight finish or are released
   app.addHook('preClose', async () => webhookWorker.stop());
 
-  const startTunnel = async (): Promise<TunnelListener> => {
-    const host = new URL(config.tunnelPublicUrl.replace(/^wss:/, 'https:')).hostname.replace(/^\[|\]$/g, '');
-    const isIp = /^[\d.]+$|:/.test(host);
+  let tunnelStarting: Promise<TunnelListener> | undefined;
+  // once per app: a second call answers the same listener (it would otherwise open a second port)
+  const startTunnel = (): Promise<TunnelListener> => (tunnelStarting ??= openTunnel());
+  const openTunnel = async (): Promise<TunnelListener> => {
+    // the names relays dial (SVC_TUNNEL_PUBLIC_URL) and the one other replicas dial (SVC_REPLICA_ADDRESS)
+    const hosts = [new URL(config.tunnelPublicUrl.replace(/^wss:/, 'https:')).hostname, ...(config.replicaAddress ? [config.replicaAddress.replace(/:\d+$/, '')] : [])].map((h) => h.replace(/^\[|\]$/g, ''));
+    const isIp = (h: string): boolean => /^[\d.]+$|:/.test(h);
     listener = await startTunnelListener({
       host: config.host,
       port: config.tunnelPort,
-      dnsNames: [...new Set(['localhost', ...(isIp ? [] : [host])])],
-      ipAddresses: [...new Set(['127.0.0.1', '::1', ...(isIp ? [host] : [])])],
+      dnsNames: [...new Set(['localhost', ...hosts.filter((h) => !isIp(h))])],
+      ipAddresses: [...new Set(['127.0.0.1', '::1', ...hosts.filter(isIp)])],
       store,
       ca: await loadCa(),
       registry: tunnels,
       relayOptions,
       log: app.log,
+      leases: (port) => new TunnelLeases(store, replicaId, config.replicaAddress ?? replicaAddressOf(config.host, port), tunnels, app.log),
+      // relay queries other replicas send to tunnels held here: run locally, never forwarded again
+      serveForwarded: (relayId, sql, limits, signal) => runOnRelay(tunnels, relayId, sql, limits, signal),
     });
     return listener;
   };
@@ -268,6 +282,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     services.running.close();
     shutdownController.abort(); // live statements still running after the drain are cancelled at their source
     await listener?.close();
+    services.forwarder.close();
     const engine = await demoStarted?.catch(() => undefined);
     await engine?.close();
     await closeRestEngines(); // the live API query engines (worker threads)

@@ -40,6 +40,8 @@ export interface Config {
   readonly databaseUrl: string | undefined;
   /** demo datasets in an external PostgreSQL instead of embedded PGlite workers */
   readonly demoDatabaseUrl: string | undefined;
+  /** host:port where other replicas reach this replica's tunnel listener directly (SVC_REPLICA_ADDRESS); undefined: HOST and the tunnel port */
+  readonly replicaAddress: string | undefined;
   /** base URL written into responses; derived from host/port when unset */
   readonly publicUrl: string;
   readonly tunnelPublicUrl: string;
@@ -140,6 +142,10 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   const dataDir = path.resolve(cwd, str('SVC_DATA_DIR') ?? '.svc-data');
   const databaseUrl = url('DATABASE_URL', ['postgres:', 'postgresql:']);
   const demoDatabaseUrl = url('SVC_DEMO_DATABASE_URL', ['postgres:', 'postgresql:']);
+  const replicaAddress = str('SVC_REPLICA_ADDRESS');
+  if (replicaAddress !== undefined && !/^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/.test(replicaAddress)) {
+    problems.push('SVC_REPLICA_ADDRESS must be host:port (an IPv6 address in brackets), the address other replicas dial to reach this one');
+  }
   const hostForUrl = host.includes(':') ? `[${host}]` : host;
   const publicUrl = (url('SVC_PUBLIC_URL', ['http:', 'https:']) ?? `http://${hostForUrl}:${port}`).replace(/\/+$/, '');
   const tunnelPublicUrl = url('SVC_TUNNEL_PUBLIC_URL', ['wss:']) ?? `wss://${hostForUrl}:${tunnelPort}`;
@@ -221,6 +227,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     dataDir,
     databaseUrl,
     demoDatabaseUrl,
+    replicaAddress,
     publicUrl,
     tunnelPublicUrl,
     dashboardUrl,

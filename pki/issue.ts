@@ -32,6 +32,9 @@ export const DEFAULT_SERVER_VALIDITY_DAYS = 90;
 export const MAX_LEAF_VALIDITY_DAYS = 825;
 
 export const RELAY_URI_PREFIX = 'urn:svc:relay:';
+/** SAN URI of a control-plane replica's client certificate (replicas forwarding relay queries to each other) */
+export const REPLICA_URI_PREFIX = 'urn:svc:replica:';
+export const DEFAULT_REPLICA_VALIDITY_DAYS = 7;
 export const ORG_URI_PREFIX = 'urn:svc:org:';
 
 /** A certificate just issued. `serial` and `fingerprint256` are in the revocation formats. */
@@ -102,6 +105,31 @@ export function issueClientCertificate(ca: Ca, csrPem: string, options: ClientCe
     days,
     now,
   });
+}
+
+/**
+ * Issues a control-plane replica's client certificate with a fresh RSA 2048 key: subject
+ * CN=svc replica <replicaId>, EKU clientAuth, exactly one SAN URI urn:svc:replica:<replicaId>
+ * and no relay or organization identity, so it can never pass as a relay and a relay's
+ * certificate never passes as a replica ({@link verifyReplicaCertificate}).
+ */
+export function issueReplicaCertificate(ca: Ca, options: { replicaId: string; validityDays?: number; now?: Date }): IssuedCertificate & { readonly keyPem: string } {
+  const replicaId = assertId('replicaId', options.replicaId);
+  const days = assertValidityDays(options.validityDays ?? DEFAULT_REPLICA_VALIDITY_DAYS, MAX_LEAF_VALIDITY_DAYS);
+  const now = assertNow(options.now ?? new Date());
+  const { keyPem, publicKeyPem } = generateRsaKeyPem(2048);
+  const issued = sign(ca, {
+    publicKey: forge.pki.publicKeyFromPem(publicKeyPem),
+    subject: [{ name: 'commonName', value: `svc replica ${replicaId}`, valueTagClass: UTF8_STRING }],
+    extensions: [
+      { name: 'keyUsage', digitalSignature: true, keyEncipherment: true, critical: true },
+      { name: 'extKeyUsage', clientAuth: true },
+      { name: 'subjectAltName', altNames: [{ type: 6, value: REPLICA_URI_PREFIX + replicaId }] },
+    ],
+    days,
+    now,
+  });
+  return Object.freeze({ ...issued, keyPem });
 }
 
 /**

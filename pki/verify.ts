@@ -10,7 +10,7 @@
 import { X509Certificate } from 'node:crypto';
 import type { Ca } from './ca.js';
 import { PkiError, type PkiErrorCode } from './errors.js';
-import { ORG_URI_PREFIX, RELAY_URI_PREFIX } from './issue.js';
+import { ORG_URI_PREFIX, RELAY_URI_PREFIX, REPLICA_URI_PREFIX } from './issue.js';
 import { fingerprintOfX509, ID_PATTERN, parseOpenSslDate, serialOfX509 } from './internal.js';
 
 const CLIENT_AUTH_OID = '1.3.6.1.5.5.7.3.2';
@@ -113,13 +113,7 @@ export function verifyClientCertificate(ca: Ca, cert: CertificateInput, options:
     return refuse(err);
   }
 
-  let issuedByUs = false;
-  try {
-    issuedByUs = x509.checkIssued(ca.certificate) && x509.verify(ca.certificate.publicKey);
-  } catch {
-    issuedByUs = false;
-  }
-  if (!issuedByUs) return { ok: false, code: 'PKI_ERR_WRONG_ISSUER', message: 'the certificate was not issued by our CA' };
+  if (!issuedBy(ca, x509)) return { ok: false, code: 'PKI_ERR_WRONG_ISSUER', message: 'the certificate was not issued by our CA' };
 
   if (x509.ca) return { ok: false, code: 'PKI_ERR_NOT_CLIENT_CERT', message: 'a CA certificate is not a client certificate' };
   const eku = x509.keyUsage; // node:crypto's name for the extended key usage OIDs
@@ -144,6 +138,45 @@ export function verifyClientCertificate(ca: Ca, cert: CertificateInput, options:
     return { ok: false, code: 'PKI_ERR_REVOKED', message: `the certificate ${identity.serial} is revoked` };
   }
   return { ok: true, identity };
+}
+
+/** A replica's client certificate, checked: its replica id, or why it is refused. */
+export type ReplicaVerification = { ok: true; replicaId: string; serial: string } | { ok: false; code: PkiErrorCode; message: string };
+
+/**
+ * Decides whether a client certificate is a control-plane replica's (issued by
+ * issueReplicaCertificate): issued and signed by `ca`, not a CA, clientAuth EKU, within its
+ * validity, exactly one `urn:svc:replica:<id>` SAN URI and no relay or organization URI (a relay's
+ * certificate is never a replica's). Never throws for a bad certificate.
+ */
+export function verifyReplicaCertificate(ca: Ca, cert: CertificateInput, now = new Date()): ReplicaVerification {
+  let x509: X509Certificate;
+  try {
+    x509 = toX509(cert);
+  } catch {
+    return { ok: false, code: 'PKI_ERR_CERT_INVALID', message: 'the certificate cannot be read' };
+  }
+  if (!issuedBy(ca, x509)) return { ok: false, code: 'PKI_ERR_WRONG_ISSUER', message: 'the certificate was not issued by our CA' };
+  const eku = x509.keyUsage;
+  if (x509.ca || !Array.isArray(eku) || !eku.includes(CLIENT_AUTH_OID)) return { ok: false, code: 'PKI_ERR_NOT_CLIENT_CERT', message: 'not a client certificate' };
+  const uris = subjectAltNameUris(x509);
+  const ids = uris.filter((u) => u.startsWith(REPLICA_URI_PREFIX)).map((u) => u.slice(REPLICA_URI_PREFIX.length));
+  const id = ids[0];
+  if (ids.length !== 1 || id === undefined || !ID_PATTERN.test(id) || uris.some((u) => u.startsWith(RELAY_URI_PREFIX) || u.startsWith(ORG_URI_PREFIX))) {
+    return { ok: false, code: 'PKI_ERR_NO_IDENTITY', message: `expected exactly one ${REPLICA_URI_PREFIX} SAN URI and no relay identity` };
+  }
+  if (now.getTime() < parseOpenSslDate(x509.validFrom).getTime()) return { ok: false, code: 'PKI_ERR_NOT_YET_VALID', message: 'the certificate is not yet valid' };
+  if (now.getTime() > parseOpenSslDate(x509.validTo).getTime()) return { ok: false, code: 'PKI_ERR_EXPIRED', message: 'the certificate expired' };
+  return { ok: true, replicaId: id, serial: serialOfX509(x509) };
+}
+
+/** issued by `ca` and signed with its key */
+function issuedBy(ca: Ca, x509: X509Certificate): boolean {
+  try {
+    return x509.checkIssued(ca.certificate) && x509.verify(ca.certificate.publicKey);
+  } catch {
+    return false;
+  }
 }
 
 function refuse(err: unknown): ClientVerification {

@@ -16,6 +16,7 @@ import { ApiError, isApiError } from '../errors.js';
 import type { LiveRegistry } from '../live/index.js';
 import type { LiveConnector, PreparedLiveQuery } from '../live/types.js';
 import type { TunnelRegistry } from '../tunnel/index.js';
+import type { RelayForwarder } from '../tunnel/forward.js';
 import { relayPolicy, runOnRelay } from './relay.js';
 import { periodPredicate, rowFiltersOf, type CheckedQuery, type ScopedTable, type SqlPolicy } from './sql/index.js';
 import { CheckCache } from './sql/check-cache.js';
@@ -154,14 +155,18 @@ export class DemoBackend implements Backend {
 
 /** `postgres-relay`: the customer's PostgreSQL through the relay's tunnel. */
 export class RelayBackend implements Backend {
-  constructor(private readonly tunnels: TunnelRegistry) {}
+  constructor(
+    private readonly tunnels: TunnelRegistry,
+    /** reaches tunnels other replicas hold (none: this replica's tunnels only) */
+    private readonly forward?: RelayForwarder,
+  ) {}
 
   async prepare(sqlText: string, scopes: ParsedScopes, target: Target, caller: { readonly tenant: string }): Promise<PreparedStatement> {
     return preparePolicy(target, scopes, relayPolicy(scopes), sqlText, caller.tenant);
   }
 
   run(q: PreparedStatement, ctx: RunContext): Promise<ReadQueryResult> {
-    return runOnRelay(this.tunnels, ctx.scopes.relay as string, q.sql, ctx.limits, ctx.signal);
+    return runOnRelay(this.tunnels, ctx.scopes.relay as string, q.sql, ctx.limits, ctx.signal, this.forward);
   }
 }
 

@@ -11,6 +11,7 @@ import type { ParsedScopes } from '../catalogue/index.js';
 import { isSystemSchema } from '../catalogue/scopes.js';
 import { quoteIdent, quoteLiteral } from '../demo/load.js';
 import type { TunnelRegistry } from '../tunnel/index.js';
+import type { RelayForwarder } from '../tunnel/forward.js';
 import type { ScopedTable, SqlPolicy } from './sql/index.js';
 
 /**
@@ -42,15 +43,24 @@ export function relayPolicy(scopes: ParsedScopes): SqlPolicy {
   return { allowed, known: tables, schemas: [] };
 }
 
+/**
+ * Runs the statement on the relay's tunnel: the one held by this replica, else (with `forward`)
+ * the one another replica sharing the store holds, through that replica (tunnel/forward.ts).
+ */
 export async function runOnRelay(
   tunnels: TunnelRegistry,
   relayId: string,
   sql: string,
   limits: { timeoutMs: number; maxRows: number; maxBytes: number },
   signal?: AbortSignal,
+  forward?: RelayForwarder,
 ): Promise<ReadQueryResult> {
   const live = tunnels.get(relayId);
-  if (!live) throw new ApiError('relay_unavailable', `relay ${relayId} has no live tunnel: is svc-relay running and able to reach the control plane?`, { relay_id: relayId });
+  if (!live) {
+    const holder = await forward?.holder(relayId);
+    if (forward && holder) return forward.run(holder, relayId, sql, limits, signal);
+    throw new ApiError('relay_unavailable', `relay ${relayId} has no live tunnel: is svc-relay running and able to reach the control plane?`, { relay_id: relayId });
+  }
   let stream: QueryStream;
   try {
     stream = live.session.openStream({ statement: sql, limits: { maxRows: limits.maxRows + 1, maxBytes: limits.maxBytes }, timeoutMs: limits.timeoutMs });

@@ -90,7 +90,12 @@ interface RelayRow {
   revoked_at: Date | null;
   last_seen_at: Date | null;
   version: string | null;
+  /** a replica holds its tunnel under a live lease (tunnel/leases.ts) */
+  tunnel_live?: boolean;
 }
+
+/** whether a replica sharing the store holds the relay's tunnel under a live lease */
+const TUNNEL_LIVE = '(r.tunnel_until IS NOT NULL AND r.tunnel_until > now()) AS tunnel_live';
 
 async function insertCert(sql: Sql, relayId: string, cert: IssuedCert): Promise<void> {
   await sql.query(
@@ -166,7 +171,7 @@ export async function register(store: Store, ca: RelayCa, o: RelayOptions, req: 
 }
 
 async function relayOf(sql: Sql | Store, orgId: string, relayId: string): Promise<RelayRow> {
-  const [r] = await sql.query<RelayRow>('SELECT * FROM relays WHERE id = $1 AND org_id = $2', [relayId, orgId]);
+  const [r] = await sql.query<RelayRow>(`SELECT r.*, ${TUNNEL_LIVE} FROM relays r WHERE r.id = $1 AND r.org_id = $2`, [relayId, orgId]);
   if (!r) throw new ApiError('not_found', `relay ${JSON.stringify(relayId)} not found; list yours with GET /v1/relays`);
   return r;
 }
@@ -184,10 +189,13 @@ export interface RelayRecord {
   readonly revoked_at: string | null;
 }
 
-/** `online(relayId)` is answered by the tunnel registry (none yet: every relay is offline). */
+/**
+ * `online(relayId)`: whether this replica holds the relay's tunnel; a relay is online too while
+ * any replica sharing the store holds it under a live lease.
+ */
 export async function listRelays(store: Store, orgId: string, online: (relayId: string) => boolean = () => false): Promise<RelayRecord[]> {
   const rows = await store.query<RelayRow & { cert_expires: Date | null }>(
-    `SELECT r.*, (SELECT max(c.not_after) FROM relay_certificates c WHERE c.relay_id = r.id AND c.revoked_at IS NULL AND c.superseded_at IS NULL) AS cert_expires
+    `SELECT r.*, ${TUNNEL_LIVE}, (SELECT max(c.not_after) FROM relay_certificates c WHERE c.relay_id = r.id AND c.revoked_at IS NULL AND c.superseded_at IS NULL) AS cert_expires
        FROM relays r WHERE r.org_id = $1 ORDER BY r.created_at, r.id`,
     [orgId],
   );
@@ -199,7 +207,7 @@ function record(r: RelayRow, certExpires: Date | null, online: (relayId: string)
   return {
     relay_id: r.id,
     name: r.name,
-    status: r.revoked_at ? 'revoked' : online(r.id) ? 'online' : 'offline',
+    status: r.revoked_at ? 'revoked' : online(r.id) || r.tunnel_live === true ? 'online' : 'offline',
     created_at: new Date(r.created_at).toISOString(),
     last_seen_at: iso(r.last_seen_at),
     certificate_expires_at: iso(certExpires),

@@ -6,6 +6,7 @@ import type { Config } from '../config.js';
 import type { DemoEngine } from '../demo/engine.js';
 import type { Store } from '../store/index.js';
 import type { TunnelRegistry } from '../tunnel/index.js';
+import type { RelayForwarder } from '../tunnel/forward.js';
 import type { CredentialStore } from '../credentials/index.js';
 import type { LiveRegistry } from '../live/index.js';
 import type { QueryDeps } from '../query/engine.js';
@@ -25,6 +26,8 @@ export interface Services {
   readonly track: <T>(work: () => Promise<T>) => Promise<T>;
   /** live relay tunnels (empty until the tunnel listener runs) */
   readonly tunnels: TunnelRegistry;
+  /** relay queries to tunnels other replicas sharing the store hold */
+  readonly forwarder: RelayForwarder;
   /** the live connectors (every live target but postgres-relay) and their credential kinds */
   readonly live: LiveRegistry;
   /** bring-your-own credentials (sealed under the master key) */
@@ -41,7 +44,7 @@ const depsOf = new WeakMap<Services, QueryDeps>();
 export function queryDeps(s: Services): QueryDeps {
   let deps = depsOf.get(s);
   if (!deps) {
-    const backends: Backends = { demo: new DemoBackend(s.demo), relay: new RelayBackend(s.tunnels), connector: new ConnectorBackend(s.live, s.credentials, s.shutdown) };
+    const backends: Backends = { demo: new DemoBackend(s.demo), relay: new RelayBackend(s.tunnels, s.forwarder), connector: new ConnectorBackend(s.live, s.credentials, s.shutdown) };
     deps = { store: s.store, catalogue: s.catalogue, limits: s.config.limits, backends, running: s.running };
     depsOf.set(s, deps);
   }

@@ -270,6 +270,15 @@ CREATE UNLOGGED TABLE rate_buckets (
 );
 `,
   },
+  {
+    version: 10,
+    name: 'the replica holding each relay tunnel, under a renewed lease',
+    sql: `
+ALTER TABLE relays ADD COLUMN tunnel_replica text;
+ALTER TABLE relays ADD COLUMN tunnel_address text;
+ALTER TABLE relays ADD COLUMN tunnel_until timestamptz;
+`,
+  },
 ];
 
 /** Apply every migration not yet applied; returns the versions applied now. */

@@ -27,6 +27,8 @@ import { isApiError } from '../errors.js';
 import { relayCa } from '../relays/ca.js';
 import { certificateInUse, CertificateNotCurrentError, checkCertificate, reissue, type RelayOptions } from '../relays/index.js';
 import type { Store } from '../store/index.js';
+import type { TunnelLeases } from './leases.js';
+import { FORWARD_PATH, serveForward, type ServeForwarded } from './forward.js';
 
 /** Close reasons a relay must treat as permanent (do not reconnect). */
 export const PERMANENT_REASONS = ['relay_revoked', 'certificate_revoked'] as const;
@@ -67,6 +69,24 @@ export class TunnelRegistry {
 
   get(relayId: string): LiveTunnel | undefined {
     return this.live.get(relayId);
+  }
+
+  /** the current tunnel of every relay connected here */
+  tunnels(): LiveTunnel[] {
+    return [...this.live.values()];
+  }
+
+  /**
+   * The relay's current tunnel drains (no new streams, the running ones finish, closed after
+   * drainTimeoutMs at the latest): the relay is now served through another replica.
+   */
+  yieldTunnel(relayId: string, message: string): void {
+    const t = this.live.get(relayId);
+    if (!t) return;
+    this.live.delete(relayId);
+    this.draining.add(t);
+    t.session.closed.then(() => this.draining.delete(t), () => this.draining.delete(t));
+    void t.session.drain({ timeoutMs: this.drainTimeoutMs, message });
   }
 
   /** tunnels of a relay that were replaced and are still draining */
@@ -131,11 +151,19 @@ export interface TunnelOptions {
   /** validity and overlap of the certificates `POST /v1/relay/renew` issues */
   readonly relayOptions: RelayOptions;
   readonly log?: { warn(obj: object, msg: string): void; info(obj: object, msg: string): void };
+  /**
+   * the store's record of which replica holds each tunnel (leases.ts), made once the listener's
+   * port is known; none: this process alone
+   */
+  readonly leases?: (port: number) => TunnelLeases;
+  /** runs relay queries other replicas forward to tunnels held here (forward.ts); none: not served */
+  readonly serveForwarded?: ServeForwarded;
 }
 
 export interface TunnelListener {
   readonly registry: TunnelRegistry;
   readonly port: number;
+  readonly leases: TunnelLeases | undefined;
   close(): Promise<void>;
 }
 
@@ -196,7 +224,16 @@ export async function startTunnelListener(o: TunnelOptions): Promise<TunnelListe
   // deny list) and answers with a reason a relay can act on (e.g. an expired certificate: enroll again).
   const tlsOptions = { ...tlsServerOptions({ keyPem: server.keyPem, certPem: server.certPem, caCertPem: o.ca.certPem }), rejectUnauthorized: false };
   const https_ = https.createServer(tlsOptions, (req, res) => {
-    if ((req.url ?? '').split('?')[0] !== RENEW_PATH) {
+    const route = (req.url ?? '').split('?')[0];
+    if (route === FORWARD_PATH && o.serveForwarded) {
+      serveForward(req, res, o.ca, o.serveForwarded).catch((err: unknown) => {
+        o.log?.warn({ err: { message: (err as Error).message } }, 'forwarded relay query failed');
+        if (!res.headersSent) sendError(res, 500, 'internal_error', 'the forwarded query failed on this replica');
+        else res.destroy();
+      });
+      return;
+    }
+    if (route !== RENEW_PATH) {
       res.writeHead(426, { 'content-type': 'text/plain', upgrade: 'websocket' }).end('the svc tunnel speaks WebSocket only');
       return;
     }
@@ -207,6 +244,7 @@ export async function startTunnelListener(o: TunnelOptions): Promise<TunnelListe
     });
   });
   const wss = new WebSocketServer({ noServer: true, maxPayload: DEFAULT_MAX_FRAME_SIZE + 12 });
+  let leases: TunnelLeases | undefined; // set once listening
   const registry = o.registry;
   const ca = relayCa(o.ca);
 
@@ -270,6 +308,7 @@ export async function startTunnelListener(o: TunnelOptions): Promise<TunnelListe
     const seen = (): void => {
       void o.store.query('UPDATE relays SET last_seen_at = $2, version = coalesce($3, version) WHERE id = $1', [relayId, new Date().toISOString(), tunnel.version]).catch(() => undefined);
     };
+    const failed = (what: string) => (err: unknown) => o.log?.warn({ relay_id: relayId, err: { message: (err as Error).message } }, `tunnel lease ${what} failed`);
     // online (and the tunnel queries are routed to) only once HELLO completed: until then a
     // previous tunnel of this relay keeps serving, so switching tunnels drops nothing
     session.ready.then(
@@ -277,7 +316,8 @@ export async function startTunnelListener(o: TunnelOptions): Promise<TunnelListe
         if (session.state === 'closed') return;
         tunnel.version = n.peer.agent ?? null;
         registry.add(tunnel);
-        seen();
+        if (leases) void leases.claim(tunnel).catch(failed('claim'));
+        else seen();
         void certificateInUse(o.store, serial).catch(() => undefined);
         o.log?.info({ relay_id: relayId, serial }, 'relay connected');
       },
@@ -285,7 +325,8 @@ export async function startTunnelListener(o: TunnelOptions): Promise<TunnelListe
     );
     session.onClose(() => {
       registry.remove(tunnel);
-      seen();
+      if (leases) void leases.release(tunnel).catch(failed('release'));
+      else seen();
     });
   };
 
@@ -294,10 +335,15 @@ export async function startTunnelListener(o: TunnelOptions): Promise<TunnelListe
     https_.listen(o.port, o.host, () => resolve());
   });
   const addr = https_.address();
+  const port = typeof addr === 'object' && addr ? addr.port : o.port;
+  leases = o.leases?.(port);
+  leases?.start();
   return {
     registry,
-    port: typeof addr === 'object' && addr ? addr.port : o.port,
+    port,
+    leases,
     close: async () => {
+      await leases?.stop();
       registry.closeAll();
       wss.close();
       https_.closeAllConnections();

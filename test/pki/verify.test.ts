@@ -7,9 +7,11 @@ import {
   generateKeyAndCsr,
   identityOf,
   issueClientCertificate,
+  issueReplicaCertificate,
   issueServerCertificate,
   serialOf,
   verifyClientCertificate,
+  verifyReplicaCertificate,
   type PkiErrorCode,
 } from '../../pki/index.js';
 import { forgeLeaf, rsaKeyPem } from './fixtures/forge-helpers.js';
@@ -167,4 +169,26 @@ t.test('identityOf reads our SAN URIs from a PEM or an X509Certificate', async (
   t.ok(Object.isFrozen(fromPem));
   t.throws(() => identityOf('nope'), { code: 'PKI_ERR_CERT_INVALID' });
   t.throws(() => identityOf(ca.certPem), { code: 'PKI_ERR_NO_IDENTITY' });
+});
+
+t.test('replica certificates: accepted as replicas only, and nothing else passes as one', async (t) => {
+  const replica = issueReplicaCertificate(ca, { replicaId: 'rep_1' });
+  const ok = verifyReplicaCertificate(ca, replica.certPem);
+  t.same(ok.ok && { id: ok.replicaId, serial: ok.serial }, { id: 'rep_1', serial: replica.serial }, 'our replica certificate names its replica');
+  t.match(new X509Certificate(replica.certPem).subjectAltName, /^URI:urn:svc:replica:rep_1$/, 'one SAN URI, the replica');
+  const asRelay = verifyClientCertificate(ca, replica.certPem, { isRevoked: never });
+  t.equal(!asRelay.ok && asRelay.code, 'PKI_ERR_NO_IDENTITY', 'a replica certificate never opens a tunnel as a relay');
+  const relayCert = issue();
+  const asReplica = verifyReplicaCertificate(ca, relayCert.certPem);
+  t.equal(!asReplica.ok && asReplica.code, 'PKI_ERR_NO_IDENTITY', "a relay's certificate is never a replica's");
+  const foreign = verifyReplicaCertificate(ca, issueReplicaCertificate(otherCa, { replicaId: 'rep_1' }).certPem);
+  t.equal(!foreign.ok && foreign.code, 'PKI_ERR_WRONG_ISSUER', 'another CA of the same name is refused');
+  const old = issueReplicaCertificate(ca, { replicaId: 'rep_1', now: new Date(Date.now() - 30 * DAY), validityDays: 7 });
+  const expired = verifyReplicaCertificate(ca, old.certPem);
+  t.equal(!expired.ok && expired.code, 'PKI_ERR_EXPIRED');
+  const server = issueServerCertificate(ca, { dnsNames: ['localhost'] });
+  const notClient = verifyReplicaCertificate(ca, server.certPem);
+  t.equal(!notClient.ok && notClient.code, 'PKI_ERR_NOT_CLIENT_CERT', 'a server certificate is not a client one');
+  t.equal(verifyReplicaCertificate(ca, 'not a certificate').ok, false);
+  t.throws(() => issueReplicaCertificate(ca, { replicaId: 'bad id/..' }), 'replica ids are checked like relay ids');
 });

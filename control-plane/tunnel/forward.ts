@@ -1,0 +1,234 @@
+/**
+ * Relay queries across replicas (issue #14): a replica that does not hold a relay's tunnel finds
+ * the holder in the store (leases.ts) and sends it the checked, rewritten statement over mutual
+ * TLS: its own replica certificate from our CA (pki issueReplicaCertificate: a SAN URI
+ * urn:svc:replica:<id>, never a relay identity) against the holder's tunnel listener, whose
+ * server certificate (from the same CA) names the address the holder advertises. The holder runs
+ * it on its tunnel exactly as a local query (same caps, same deadline, cancelled when the asking
+ * replica gives up: revoked, expired, or its client gone) and answers the result, or the error
+ * as the API would, which the asking replica passes on. Nothing is forwarded twice: a holder that
+ * lost the tunnel meanwhile answers `relay_unavailable`.
+ */
+import https from 'node:https';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { TLSSocket } from 'node:tls';
+import { issueReplicaCertificate, verifyReplicaCertificate, type Ca } from '../../pki/index.js';
+import type { ReadQueryResult } from '../embedded/index.js';
+import { API_ERRORS, ApiError, isApiError, type ApiErrorCode } from '../errors.js';
+import type { Store } from '../store/index.js';
+import type { LeaseHolder } from './leases.js';
+
+/** the path on the tunnel listener where replicas send each other relay queries */
+export const FORWARD_PATH = '/v1/internal/relay-query';
+
+export interface ForwardLimits {
+  readonly timeoutMs: number;
+  readonly maxRows: number;
+  readonly maxBytes: number;
+}
+
+export interface ForwardRequest {
+  readonly relay_id: string;
+  readonly sql: string;
+  readonly limits: ForwardLimits;
+}
+
+/** runs a forwarded statement on a tunnel held here (never forwards again) */
+export type ServeForwarded = (relayId: string, sql: string, limits: ForwardLimits, signal: AbortSignal) => Promise<ReadQueryResult>;
+
+const MAX_REQUEST_BYTES = 512 * 1024;
+/** a certificate with less than this left is replaced before the next forward */
+const RENEW_BEFORE_MS = 24 * 3600_000;
+
+function unavailable(relayId: string, why: string): ApiError {
+  return new ApiError('relay_unavailable', `relay ${relayId}'s tunnel is held by another replica, which ${why}; retry shortly`, { relay_id: relayId, reason: 'replica_unreachable', retry_after_seconds: 1 }, { 'Retry-After': '1' });
+}
+
+/** The asking side: finds the holder of a relay's tunnel and sends it the statement. */
+export class RelayForwarder {
+  private identity: { agent: https.Agent; notAfter: number; caPem: string } | undefined;
+
+  constructor(
+    private readonly store: Store,
+    readonly replicaId: string,
+    private readonly ca: () => Promise<Ca>,
+  ) {}
+
+  /** The replica holding `relayId`'s tunnel under a live lease, if it is not this one. */
+  async holder(relayId: string): Promise<LeaseHolder | undefined> {
+    const [row] = await this.store.query<{ tunnel_replica: string; tunnel_address: string }>(
+      'SELECT tunnel_replica, tunnel_address FROM relays WHERE id = $1 AND revoked_at IS NULL AND tunnel_until > now() AND tunnel_replica IS NOT NULL AND tunnel_address IS NOT NULL',
+      [relayId],
+    );
+    if (!row || row.tunnel_replica === this.replicaId) return undefined;
+    return { replicaId: row.tunnel_replica, address: row.tunnel_address };
+  }
+
+  /** Runs the statement on the holder's tunnel; errors come back as the holder's API errors. */
+  async run(holder: LeaseHolder, relayId: string, sql: string, limits: ForwardLimits, signal?: AbortSignal): Promise<ReadQueryResult> {
+    const { agent, caPem } = await this.agent();
+    const m = /^\[?([^\]]+?)\]?:(\d+)$/.exec(holder.address);
+    if (!m) throw unavailable(relayId, `advertises an unusable address (${holder.address})`);
+    const host = m[1] as string;
+    const body = JSON.stringify({ relay_id: relayId, sql, limits } satisfies ForwardRequest);
+    const maxResponse = limits.maxBytes * 2 + 1024 * 1024;
+    return new Promise<ReadQueryResult>((resolve, reject) => {
+      let settled = false;
+      const done = (err: Error | undefined, value?: ReadQueryResult): void => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        if (err) reject(err);
+        else resolve(value as ReadQueryResult);
+      };
+      const req = https.request({
+        host,
+        port: Number(m[2]),
+        path: FORWARD_PATH,
+        method: 'POST',
+        agent,
+        ca: caPem,
+        ...(/^[\d.]+$|:/.test(host) ? {} : { servername: host }),
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+      });
+      // the holder answers query_timeout at the deadline; past it with some slack the holder is gone
+      const timer = setTimeout(() => {
+        req.destroy();
+        done(unavailable(relayId, 'did not answer in time'));
+      }, limits.timeoutMs + 5000);
+      const onAbort = (): void => {
+        req.destroy(); // the holder sees its client gone and cancels the statement at the relay
+        done(new Error('aborted'));
+      };
+      if (signal?.aborted) return onAbort();
+      signal?.addEventListener('abort', onAbort, { once: true });
+      req.on('error', (err) => done(unavailable(relayId, `could not be reached (${(err as NodeJS.ErrnoException).code ?? err.message})`)));
+      req.on('response', (res) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on('data', (c: Buffer) => {
+          size += c.length;
+          if (size > maxResponse) {
+            req.destroy();
+            done(unavailable(relayId, 'answered more than the result may hold'));
+            return;
+          }
+          chunks.push(c);
+        });
+        res.on('error', (err) => done(unavailable(relayId, `broke off its answer (${err.message})`)));
+        res.on('end', () => {
+          let parsed: unknown;
+          try {
+            parsed = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+          } catch {
+            return done(unavailable(relayId, 'answered something unreadable'));
+          }
+          if (res.statusCode === 200 && isResult(parsed)) return done(undefined, parsed);
+          done(errorFrom(parsed, relayId));
+        });
+      });
+      req.end(body);
+    });
+  }
+
+  close(): void {
+    this.identity?.agent.destroy();
+    this.identity = undefined;
+  }
+
+  /** A keep-alive agent presenting this replica's certificate, issued anew before it runs out. */
+  private async agent(): Promise<{ agent: https.Agent; caPem: string }> {
+    if (this.identity && this.identity.notAfter - Date.now() > RENEW_BEFORE_MS) return this.identity;
+    const ca = await this.ca();
+    const cert = issueReplicaCertificate(ca, { replicaId: this.replicaId });
+    this.identity?.agent.destroy();
+    const agent = new https.Agent({ keepAlive: true, maxSockets: 64, cert: cert.certPem, key: cert.keyPem, ca: ca.certPem });
+    this.identity = { agent, notAfter: cert.notAfter.getTime(), caPem: ca.certPem };
+    return this.identity;
+  }
+}
+
+function isResult(v: unknown): v is ReadQueryResult {
+  const r = v as Partial<ReadQueryResult> | null;
+  return typeof r === 'object' && r !== null && Array.isArray(r.columns) && Array.isArray(r.rows) && typeof r.truncated === 'boolean' && typeof r.bytes === 'number';
+}
+
+/** The holder's answer as the API error it was (an unknown code is the holder failing). */
+function errorFrom(body: unknown, relayId: string): ApiError {
+  const e = (body as { error?: { code?: unknown; message?: unknown; details?: unknown } } | null)?.error;
+  if (typeof e?.code === 'string' && e.code in API_ERRORS && typeof e.message === 'string') {
+    const details = typeof e.details === 'object' && e.details !== null ? (e.details as Record<string, unknown>) : undefined;
+    const retry = details?.['retry_after_seconds'];
+    return new ApiError(e.code as ApiErrorCode, e.message, details, typeof retry === 'number' ? { 'Retry-After': String(retry) } : undefined);
+  }
+  return unavailable(relayId, 'failed to run it');
+}
+
+// ------------------------------------------------------------------ the holder's side
+
+function send(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) }).end(text);
+}
+
+function sendError(res: ServerResponse, err: ApiError): void {
+  send(res, err.status, { error: { code: err.code, message: err.message, ...(err.details ? { details: err.details } : {}) } });
+}
+
+const boundedInt = (v: unknown, max: number): v is number => typeof v === 'number' && Number.isInteger(v) && v > 0 && v <= max;
+
+function parseRequest(raw: string): ForwardRequest | undefined {
+  let v: unknown;
+  try {
+    v = JSON.parse(raw);
+  } catch {
+    return undefined;
+  }
+  const r = v as Partial<ForwardRequest> | null;
+  const l = r?.limits as Partial<ForwardLimits> | undefined;
+  if (typeof r?.relay_id !== 'string' || r.relay_id.length === 0 || r.relay_id.length > 200) return undefined;
+  if (typeof r.sql !== 'string' || r.sql.length === 0 || r.sql.length > MAX_REQUEST_BYTES) return undefined;
+  if (!l || !boundedInt(l.timeoutMs, 3_600_000) || !boundedInt(l.maxRows, 100_000_000) || !boundedInt(l.maxBytes, 4 * 1024 ** 3)) return undefined;
+  return { relay_id: r.relay_id, sql: r.sql, limits: { timeoutMs: l.timeoutMs, maxRows: l.maxRows, maxBytes: l.maxBytes } };
+}
+
+/**
+ * `POST /v1/internal/relay-query` on the tunnel listener: only a replica's certificate from our
+ * CA is accepted (a relay's is refused); the statement runs on a tunnel held here, cancelled when
+ * the asking replica goes away.
+ */
+export async function serveForward(req: IncomingMessage, res: ServerResponse, ca: Ca, serve: ServeForwarded): Promise<void> {
+  if (req.method !== 'POST') {
+    res.setHeader('allow', 'POST');
+    return send(res, 405, { error: { code: 'method_not_allowed', message: `${FORWARD_PATH} takes POST` } });
+  }
+  const peer = (req.socket as TLSSocket).getPeerX509Certificate?.();
+  const verdict = peer ? verifyReplicaCertificate(ca, peer) : undefined;
+  if (!verdict?.ok) {
+    req.resume();
+    return send(res, 403, { error: { code: 'forbidden', message: 'only a control-plane replica of this deployment may forward relay queries' } });
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const c of req as AsyncIterable<Buffer>) {
+    size += c.length;
+    if (size > MAX_REQUEST_BYTES) {
+      req.destroy();
+      return;
+    }
+    chunks.push(c);
+  }
+  const fwd = parseRequest(Buffer.concat(chunks).toString('utf8'));
+  if (!fwd) return send(res, 400, { error: { code: 'invalid_request', message: 'not a forwarded relay query' } });
+  const ac = new AbortController();
+  res.on('close', () => {
+    if (!res.writableFinished) ac.abort(); // the asking replica gave up (revoked, expired, its client gone)
+  });
+  try {
+    send(res, 200, await serve(fwd.relay_id, fwd.sql, fwd.limits, ac.signal));
+  } catch (err) {
+    if (isApiError(err)) return sendError(res, err);
+    throw err;
+  }
+}

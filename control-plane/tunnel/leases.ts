@@ -1,0 +1,124 @@
+/**
+ * Which replica holds a relay's tunnel, kept in the store so every replica sharing it gives one
+ * answer (issue #14's "status is one truth") and can find the replica to forward a relay query
+ * to. The replica whose tunnel completed HELLO last holds the lease (`relays.tunnel_replica`,
+ * `tunnel_address`, `tunnel_until`); it renews the lease and `last_seen_at` every
+ * {@link HEARTBEAT_MS} while the tunnel lives, and gives it up when the tunnel closes. A replica
+ * that dies stops renewing: its leases lapse after {@link LEASE_MS} and the relay shows offline
+ * until it reconnects through another replica.
+ *
+ * The same beat carries decisions made elsewhere to the tunnels held here, within a beat: a relay
+ * deleted through another replica, or a certificate revoked there, closes its tunnel (the relay is
+ * told not to come back); a lease taken by another replica (the relay connected again through the
+ * balancer, e.g. with a renewed certificate) lets this replica's tunnel drain its running streams.
+ */
+import type { Store } from '../store/index.js';
+import type { LiveTunnel, TunnelRegistry } from './index.js';
+
+/** how long a lease lasts without renewal */
+export const LEASE_MS = 5000;
+/** how often the holder renews its leases (and reads what other replicas decided) */
+export const HEARTBEAT_MS = 1000;
+
+export interface LeaseLog {
+  warn(obj: object, msg: string): void;
+  info(obj: object, msg: string): void;
+}
+
+/** The replica holding a relay's tunnel, as the store says. */
+export interface LeaseHolder {
+  readonly replicaId: string;
+  /** host:port where that replica's tunnel listener answers other replicas */
+  readonly address: string;
+}
+
+const BEAT = `WITH t(id, serial) AS (SELECT * FROM unnest($1::text[], $2::text[])),
+  kept AS (
+    UPDATE relays r SET tunnel_until = now() + make_interval(secs => $4), last_seen_at = now()
+      FROM t WHERE r.id = t.id AND r.tunnel_replica = $3 AND r.revoked_at IS NULL
+      RETURNING r.id)
+  SELECT t.id, t.serial, r.revoked_at IS NOT NULL OR r.id IS NULL AS relay_gone, r.tunnel_replica AS holder,
+         EXISTS (SELECT 1 FROM relay_certificates c WHERE c.serial = t.serial AND c.revoked_at IS NOT NULL) AS cert_revoked,
+         t.id IN (SELECT id FROM kept) AS kept
+    FROM t LEFT JOIN relays r ON r.id = t.id`;
+
+/** The default address other replicas dial: HOST (its loopback when it listens on every address) and the tunnel port. */
+export function replicaAddressOf(host: string, port: number): string {
+  const h = host === '0.0.0.0' ? '127.0.0.1' : host === '::' ? '::1' : host;
+  return h.includes(':') ? `[${h}]:${port}` : `${h}:${port}`;
+}
+
+export class TunnelLeases {
+  private timer: NodeJS.Timeout | undefined;
+  private beating: Promise<void> | undefined;
+
+  constructor(
+    private readonly store: Store,
+    /** this replica's id (random per process) */
+    readonly replicaId: string,
+    /** where other replicas reach this replica's tunnel listener */
+    readonly address: string,
+    private readonly registry: TunnelRegistry,
+    private readonly log?: LeaseLog,
+  ) {}
+
+  /** The tunnel completed HELLO here: this replica holds the relay's lease from now on. */
+  async claim(t: LiveTunnel): Promise<void> {
+    await this.store.query(
+      'UPDATE relays SET tunnel_replica = $2, tunnel_address = $3, tunnel_until = now() + make_interval(secs => $4), last_seen_at = now(), version = coalesce($5, version) WHERE id = $1 AND revoked_at IS NULL',
+      [t.relayId, this.replicaId, this.address, LEASE_MS / 1000, t.version],
+    );
+  }
+
+  /** A tunnel closed here: the lease ends, unless this replica has a newer tunnel of the relay or another replica took it. */
+  async release(t: LiveTunnel): Promise<void> {
+    if (this.registry.get(t.relayId)) return;
+    await this.store.query('UPDATE relays SET tunnel_until = NULL, last_seen_at = now() WHERE id = $1 AND tunnel_replica = $2', [t.relayId, this.replicaId]);
+  }
+
+  start(): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => {
+      if (this.beating) return; // the store is slow: one beat at a time
+      this.beating = this.beat()
+        .catch((err: unknown) => this.log?.warn({ err: { message: (err as Error).message } }, 'tunnel lease renewal failed'))
+        .finally(() => (this.beating = undefined));
+    }, HEARTBEAT_MS);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    await this.beating;
+  }
+
+  /** Renews this replica's leases and applies what the store says about its tunnels. */
+  async beat(): Promise<void> {
+    const tunnels = this.registry.tunnels();
+    if (tunnels.length === 0) return;
+    const rows = await this.store.query<{ id: string; serial: string; relay_gone: boolean; holder: string | null; cert_revoked: boolean; kept: boolean }>(BEAT, [
+      tunnels.map((t) => t.relayId),
+      tunnels.map((t) => t.serial),
+      this.replicaId,
+      LEASE_MS / 1000,
+    ]);
+    for (const row of rows) {
+      const t = tunnels.find((x) => x.relayId === row.id && x.serial === row.serial);
+      if (!t || this.registry.get(row.id) !== t) continue; // replaced or closed meanwhile
+      if (row.relay_gone) {
+        this.log?.info({ relay_id: row.id }, 'relay deleted on another replica: tunnel closed');
+        this.registry.disconnect(row.id, 'relay_revoked');
+      } else if (!row.kept && row.holder !== null && row.holder !== this.replicaId) {
+        // the relay connected through another replica (a renewal, or a reconnect): ours finishes its streams
+        this.log?.info({ relay_id: row.id, holder: row.holder }, 'relay tunnel now held by another replica: draining this one');
+        this.registry.yieldTunnel(row.id, 'the relay connected through another replica');
+      } else if (row.cert_revoked) {
+        this.log?.info({ relay_id: row.id, serial: row.serial }, 'relay certificate revoked: tunnel closed');
+        this.registry.disconnect(row.id, 'certificate_revoked');
+      } else if (!row.kept) {
+        await this.claim(t); // the lease was given up by an older tunnel's close: take it again
+      }
+    }
+  }
+}
