@@ -163,7 +163,7 @@ export class CredentialStore {
       });
     }
     const options = typeof plain.options === 'object' && plain.options !== null ? (plain.options as Record<string, unknown>) : {};
-    return { kind, secret: String(plain.secret ?? ''), options };
+    return { kind, secret: String(plain.secret ?? ''), options, version: new Date(row.created_at).toISOString() };
   }
 
   /**

@@ -7,9 +7,13 @@
  * killed is ended, never given back.
  *
  * A pool belongs to one version of the organization's credential: its key is a hash of the
- * connection URL, the options and the checked address. A query with another key (the credential
- * was replaced, or its host now resolves elsewhere) ends the old pool first; replacing or deleting
- * the credential ends it at once ({@link PgConnections.forget}); an idle connection is ended after
+ * registration, the connection URL, the options and the checked address. A query with another
+ * key (the credential was replaced, or its host now resolves elsewhere) ends the old pool first;
+ * replacing or deleting the credential ends it at once ({@link LiveConnections.forget}). A key
+ * whose pool was ended that way is retired: a statement still holding it (it read the credential
+ * just before the change, or waited for a connection when the pool ended) gets `503` and opens
+ * nothing with the old credential. A statement whose signal aborts (revoked, expired) while it
+ * waits for a connection stops waiting and runs nothing. An idle connection is ended after
  * {@link IDLE_MS}. Pools are per process: a credential replaced through another replica is seen
  * here at this organization's next query (the key differs) or after the idle time.
  */
@@ -48,9 +52,14 @@ export function poolKey(parts: readonly unknown[]): string {
   return createHash('sha256').update(JSON.stringify(parts)).digest('base64url');
 }
 
+/** how many retired pool keys are remembered per organization */
+const RETIRED_PER_ORG = 16;
+
 export class LiveConnections<C extends object> {
   private readonly pools = new Map<string, Pool<C>>();
   private readonly dead = new WeakSet<C>();
+  /** keys of pools ended because the credential changed, per organization (newest last) */
+  private readonly retired = new Map<string, string[]>();
 
   constructor(
     private readonly driver: PoolDriver<C>,
@@ -61,12 +70,15 @@ export class LiveConnections<C extends object> {
 
   /**
    * A connection for `orgId` under credential version `key`: an idle one, a new one from `open`,
-   * or the next one given back; waiting ends at `deadline` with `503` (nothing ran).
+   * or the next one given back; waiting ends at `deadline` with `503` (nothing ran), or when
+   * `signal` aborts (its reason is thrown; nothing ran).
    */
-  async acquire(orgId: string, key: string, open: () => Promise<C>, deadline: number): Promise<C> {
+  async acquire(orgId: string, key: string, open: () => Promise<C>, deadline: number, signal?: AbortSignal): Promise<C> {
+    if (signal?.aborted) throw signal.reason;
+    if (this.retired.get(orgId)?.includes(key)) throw this.credentialChanged();
     let pool = this.pools.get(orgId);
     if (pool && pool.key !== key) {
-      this.closePool(pool);
+      this.retire(orgId, pool);
       pool = undefined;
     }
     if (!pool) {
@@ -80,32 +92,47 @@ export class LiveConnections<C extends object> {
     }
     if (pool.open < this.max) {
       pool.open++;
+      let client: C;
       try {
-        return this.watch(await open());
+        client = this.watch(await open());
       } catch (err) {
         pool.open--;
         this.wake(pool);
         throw err;
       }
+      if (pool.closed) {
+        // the credential changed while this connection was opening: it is of the old credential
+        pool.open--;
+        this.end(client);
+        throw this.credentialChanged();
+      }
+      return client;
     }
     const waiting = pool;
     const client = await new Promise<C | undefined>((resolve) => {
-      const timer = setTimeout(
-        () => {
-          const i = waiting.waiters.indexOf(give);
-          if (i >= 0) waiting.waiters.splice(i, 1);
-          resolve(undefined);
-        },
-        Math.max(0, deadline - Date.now()),
-      );
+      const stop = (): void => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', stop);
+        const i = waiting.waiters.indexOf(give);
+        if (i >= 0) waiting.waiters.splice(i, 1);
+        resolve(undefined);
+      };
+      const timer = setTimeout(stop, Math.max(0, deadline - Date.now()));
+      signal?.addEventListener('abort', stop, { once: true });
       const give = (c: C | undefined): void => {
         clearTimeout(timer);
+        signal?.removeEventListener('abort', stop);
         resolve(c);
       };
       waiting.waiters.push(give);
     });
+    if (signal?.aborted) {
+      if (client) this.release(orgId, key, client, true);
+      throw signal.reason;
+    }
     if (client) return client;
-    if (waiting.closed || waiting.open < this.max) return this.acquire(orgId, key, open, deadline); // a place came free, or the credential changed
+    if (waiting.closed) throw this.credentialChanged();
+    if (waiting.open < this.max) return this.acquire(orgId, key, open, deadline, signal); // a place came free
     throw new ApiError('service_unavailable', `this organization's ${this.max} connections to its ${this.driver.kind} database were all busy until the statement's deadline; nothing ran: retry, or send fewer statements at once`, {
       connector_kind: this.driver.kind,
       retry_after_seconds: 1,
@@ -143,11 +170,28 @@ export class LiveConnections<C extends object> {
     pool.idle.push({ client, timer });
   }
 
-  /** Ends the organization's connections (its credential was replaced or deleted). */
+  /** Ends the organization's connections (its credential was replaced or deleted); their key is retired. */
   forget(orgId: string): void {
     const pool = this.pools.get(orgId);
-    if (pool) this.closePool(pool);
+    if (pool) this.retire(orgId, pool);
     this.pools.delete(orgId);
+  }
+
+  /** Ends a pool of a credential version that is no more, and remembers its key. */
+  private retire(orgId: string, pool: Pool<C>): void {
+    this.closePool(pool);
+    const keys = this.retired.get(orgId) ?? [];
+    if (!keys.includes(pool.key)) keys.push(pool.key);
+    if (keys.length > RETIRED_PER_ORG) keys.shift();
+    this.retired.set(orgId, keys);
+  }
+
+  private credentialChanged(): ApiError {
+    return new ApiError('service_unavailable', `the organization's ${this.driver.kind} credential was replaced or deleted while this statement waited to run; nothing ran: retry (it runs with the current credential)`, {
+      connector_kind: this.driver.kind,
+      reason: 'credential_changed',
+      retry_after_seconds: 1,
+    }, { 'Retry-After': '1' });
   }
 
   /** Ends every connection (shutdown); those in use are ended when given back. */

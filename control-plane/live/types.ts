@@ -41,6 +41,8 @@ export interface CredentialFields {
   readonly kind: string;
   readonly secret: string;
   readonly options: Readonly<Record<string, unknown>>;
+  /** which registration of the credential this is (a credential registered again, even with the same secret, is another version) */
+  readonly version?: string;
 }
 
 /** One credential kind, as `GET /v1/connections/credentials/kinds` describes it and `POST` validates it. */

@@ -95,6 +95,47 @@ if (!(await mariadbAnswers())) {
     t.ok(await eventually(async () => ids(await backends()).length === 0), 'deleting the credential ends its connections');
   });
 
+  const SLOW = 'SELECT count(*) AS n FROM orders a, orders b, orders c, orders d';
+
+  t.test('statements waiting for a connection: a credential change opens nothing with the old one, a revocation runs nothing', async (t) => {
+    const a = await signupAgent(srv.url, 'MySQL Pool Waiters');
+    t.equal((await api(srv.url, 'POST', '/v1/connections/credentials', { key: a.key, body: { connector_kind: 'mysql', secret: `mysql://root@127.0.0.1:3306/${dbName}` } })).status, 201);
+    const conn = await openConnection(srv.url, a.key, 'mysql', ['read:orders']);
+    const q = (c: string, sql: string) => api<QueryBody>(srv.url, 'POST', `/v1/connections/${c}/query`, { key: a.key, body: { sql } });
+
+    // three slow statements hold the pool (size 3); three more wait; the credential is replaced meanwhile
+    const slow = [q(conn, SLOW), q(conn, SLOW), q(conn, SLOW)];
+    await new Promise((r) => setTimeout(r, 300));
+    const waiting = [q(conn, 'SELECT total FROM orders WHERE id = 1'), q(conn, 'SELECT total FROM orders WHERE id = 2'), q(conn, 'SELECT total FROM orders WHERE id = 3')];
+    await new Promise((r) => setTimeout(r, 200));
+    t.equal((await api(srv.url, 'POST', '/v1/connections/credentials', { key: a.key, body: { connector_kind: 'mysql', secret: `mysql://${reader}:Pool-Pw-77@127.0.0.1:3306/${dbName}` } })).status, 201);
+    const answers = await Promise.all(waiting);
+    t.ok(
+      answers.every((r) => r.status === 503 && r.body.error?.details?.['reason'] === 'credential_changed'),
+      `the waiting statements ran nothing with the replaced credential: ${answers.map((r) => `${r.status}:${String(r.body.error?.details?.['reason'] ?? '')}`).join(' ')}`,
+    );
+    await Promise.all(slow);
+    t.ok(await eventually(async () => (await backends())['root'] === undefined, 2000), 'no connection of the replaced credential is left or opened after the change');
+    t.equal(Number((await q(conn, 'SELECT total FROM orders WHERE id = 4')).body.rows?.[0]?.['total']), 4, 'the next statement runs with the new credential');
+
+    // a statement waiting for a connection when its svc connection is revoked: 410 at once, nothing ran
+    const other = await openConnection(srv.url, a.key, 'mysql', ['read:orders']);
+    const busy = [q(conn, SLOW), q(conn, SLOW), q(conn, SLOW)];
+    await new Promise((r) => setTimeout(r, 300));
+    const before = ids(await backends());
+    const queued = q(other, SLOW);
+    await new Promise((r) => setTimeout(r, 200));
+    const revokedAt = Date.now();
+    t.equal((await api(srv.url, 'POST', `/v1/connections/${other}/revoke`, { key: a.key })).status, 200);
+    const revokeTook = Date.now() - revokedAt;
+    const stopped = await queued;
+    t.equal(stopped.status, 410, 'the queued statement ends with the revocation');
+    t.ok(revokeTook < 1000, `the revocation did not wait for a statement that never started: ${revokeTook} ms`);
+    t.notOk(ids(await backends()).some((id) => !before.includes(id)), 'no connection was opened for it');
+    await Promise.all(busy);
+    await api(srv.url, 'DELETE', '/v1/connections/credentials/mysql', { key: a.key });
+  });
+
   t.test('a pooled connection the server closed is not handed out again', async (t) => {
     const a = await signupAgent(srv.url, 'MySQL Pool Killed');
     t.equal((await api(srv.url, 'POST', '/v1/connections/credentials', { key: a.key, body: { connector_kind: 'mysql', secret: `mysql://root@127.0.0.1:3306/${dbName}` } })).status, 201);
