@@ -190,3 +190,43 @@ t.test('scopes: read:* and system schemas are refused; unqualified and qualified
   const two = mysqlPolicy(scopes(['a.orders', 'b.orders']));
   t.throws(() => checkMysql('SELECT * FROM orders', two), { code: 'scope_violation' }, 'ambiguous without a schema');
 });
+
+t.test('CTE names against a server that folds case: the checker never takes a table for a CTE the server would not', async (t) => {
+  const fold = mysqlPolicy(scopes(['orders']), 'fold');
+  const refusal = (sql: string, p = fold): { code?: string; reason?: string } => {
+    try {
+      checkMysql(sql, p);
+      return {};
+    } catch (err) {
+      const e = err as { code: string; detail: { reason: string } };
+      return { code: e.code, reason: e.detail.reason };
+    }
+  };
+  // JavaScript lower-cases ẞ to ß and Ƞ to ƞ; MariaDB's comparison does not: the reference below is the real table there
+  t.same(refusal('WITH `GEHÄLTER_MAẞE` AS (SELECT 1 AS x) SELECT * FROM `gehälter_maße`'), { code: 'invalid_sql', reason: 'unsupported' }, 'a non-ASCII CTE name is refused');
+  t.same(refusal('WITH `Ƞotes` AS (SELECT 1 AS id) SELECT * FROM `ƞotes`'), { code: 'invalid_sql', reason: 'unsupported' });
+  // the Kelvin sign folds to k in JavaScript: the reference is looked up as a table (and refused), never taken for the CTE
+  t.same(refusal('WITH kinds AS (SELECT 1 AS id) SELECT * FROM `\u212Ainds`'), { code: 'scope_violation', reason: 'table_not_in_scope' });
+  t.ok(checkMysql('WITH Recent AS (SELECT id FROM orders) SELECT * FROM RECENT', fold), 'ASCII CTE names fold as before');
+  const exact = mysqlPolicy(scopes(['orders']), 'exact');
+  t.ok(checkMysql('WITH `Ƞotes` AS (SELECT 1 AS id) SELECT * FROM `Ƞotes`', exact), 'a case-sensitive server compares names exactly: any name is fine');
+});
+
+t.test("a WITH of one member of a set operation does not reach the next member's tables", async (t) => {
+  const p = mysqlPolicy(scopes(['orders']));
+  for (const sql of [
+    '(WITH secrets AS (SELECT 1 AS id) SELECT id FROM secrets) UNION ALL SELECT id FROM secrets',
+    'SELECT id FROM orders UNION (WITH secrets AS (SELECT 1 AS id) SELECT id FROM secrets) UNION SELECT id FROM secrets',
+  ]) {
+    const r = (() => {
+      try {
+        return checkMysql(sql, p);
+      } catch (err) {
+        return err as { code: string; detail: { reason: string } };
+      }
+    })();
+    t.equal('code' in r ? r.code : 'accepted', 'scope_violation', `refused: ${sql}`);
+  }
+  const whole = checkMysql('WITH recent AS (SELECT id FROM orders) SELECT id FROM recent UNION SELECT id FROM orders', p);
+  t.same(whole.tables, ['orders'], 'a WITH of the whole statement still serves its first member');
+});

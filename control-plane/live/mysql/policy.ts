@@ -189,6 +189,7 @@ function templateFor(entry: MysqlScopedTable): Template {
 }
 
 const unquote = (name: string): string => name.replace(/``/g, '`');
+const ASCII = /^[\x00-\x7f]*$/;
 
 class MysqlWalker {
   readonly tables = new Set<string>();
@@ -203,6 +204,16 @@ class MysqlWalker {
   /** a name as the server compares it (CTE names, table lookups) */
   key(name: string): string {
     return this.policy.names === 'fold' ? name.toLowerCase() : name;
+  }
+
+  /**
+   * Whether a table reference names a CTE in scope. When the server folds case, only an ASCII
+   * name can (CTE names are ASCII there): a reference JavaScript would fold onto a CTE name (the
+   * Kelvin sign onto k, …) is looked up as a table and rewritten to the scoped name, or refused.
+   */
+  private isCte(table: string, ctes: readonly ReadonlySet<string>[]): boolean {
+    if (this.policy.names === 'fold' && !ASCII.test(table)) return false;
+    return ctes.some((f) => f.has(this.key(table)));
   }
 
   /** the scoped table a reference names: exactly as written, or (when the server folds case) the one scoped name it folds to */
@@ -265,7 +276,17 @@ class MysqlWalker {
       for (const cte of withList as Obj[]) {
         const name = ((cte['name'] as Obj | undefined)?.['value'] ?? cte['name']) as unknown;
         if (typeof name !== 'string') throw rewriteFailed();
-        const key = this.key(unquote(name));
+        const raw = unquote(name);
+        if (this.policy.names === 'fold' && !ASCII.test(raw)) {
+          // JavaScript folds letter case differently from the server beyond ASCII (ẞ, Georgian
+          // capitals, …): the checker could take a table reference for this CTE that the server
+          // reads as the table
+          throw new SqlPolicyError('invalid_sql', `CTE names must be ASCII on a server that compares table names case-insensitively (lower_case_table_names = 1 or 2): rename "${raw}"`, {
+            reason: 'unsupported',
+            construct: 'CTE name',
+          });
+        }
+        const key = this.key(raw);
         if (cte['recursive'] === true) frame.add(key);
         const stmt = cte['stmt'] as Obj | undefined;
         if (!stmt || typeof stmt !== 'object') throw rewriteFailed();
@@ -283,7 +304,10 @@ class MysqlWalker {
       else throw rewriteFailed();
     }
     for (const k of ['columns', 'where', 'groupby', 'having', 'orderby', 'limit', 'window', 'collate', 'distinct']) this.expr(s[k], scope);
-    if (s['_next'] !== null && s['_next'] !== undefined) this.select(s['_next'], scope);
+    // the next member of a set operation sees only the enclosing CTEs: whether this member's own
+    // WITH reaches it depends on parentheses the tree does not keep (MySQL 8 scopes a WITH inside
+    // parentheses to its member), so a name defined there is looked up as a table in later members
+    if (s['_next'] !== null && s['_next'] !== undefined) this.select(s['_next'], ctes);
   }
 
   private fromList(items: Obj[], ctes: readonly ReadonlySet<string>[]): void {
@@ -326,12 +350,12 @@ class MysqlWalker {
     }
     if (this.mode === 'verify') {
       // the verify pass sees only what the check pass wrote: CTE names and our own templates' tables (exactly as written)
-      if (db === null && ctes.some((f) => f.has(this.key(table)))) return item;
+      if (db === null && this.isCte(table, ctes)) return item;
       const phys = `select::${db ?? 'null'}::${table}`;
       if (!this.physical.has(phys)) throw rewriteFailed();
       return item;
     }
-    if (db === null && ctes.some((f) => f.has(this.key(table)))) return item;
+    if (db === null && this.isCte(table, ctes)) return item;
     let entry = this.lookup(written);
     if (!entry && db !== null) {
       // `shop.orders` for `read:orders`: the same table if the credential's database is shop
