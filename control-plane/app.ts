@@ -31,6 +31,8 @@ import { RELAY_DEFAULTS, type RelayCa, type RelayOptions } from './relays/index.
 import { startTunnelListener, TunnelRegistry, type TunnelListener } from './tunnel/index.js';
 import { replicaAddressOf, TunnelLeases } from './tunnel/leases.js';
 import { RelayForwarder } from './tunnel/forward.js';
+import { Metrics } from './metrics.js';
+import { registerMetrics } from './routes/metrics.js';
 import { runOnRelay } from './query/relay.js';
 import type { Ca } from '../pki/index.js';
 import { loadMasterKeyRing, type MasterKey, type MasterKeyRing } from './secrets/index.js';
@@ -161,6 +163,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   });
 
   const tunnels = new TunnelRegistry();
+  const metrics = new Metrics();
   // this process among the replicas sharing the store (tunnel leases name it)
   const replicaId = randomId('rep', 9);
   // the master keys (current + previous), loaded on first use: credentials and the CA's key are sealed with them
@@ -180,7 +183,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     track,
     tunnels,
     // the CA is read when the first forward needs this replica's certificate
-    forwarder: new RelayForwarder(store, replicaId, () => loadCa()),
+    forwarder: new RelayForwarder(store, replicaId, () => loadCa(), (outcome) => metrics.forwards.inc({ direction: 'sent', outcome })),
+    metrics,
     live,
     credentials: new CredentialStore(store, keyRing, live.kinds),
     shutdown: shutdownController.signal,
@@ -233,6 +237,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   };
   relayRoutes(app, services, ca, relayOptions);
   systemRoutes(app, services, () => ({ demo: demoEngine !== undefined }));
+  registerMetrics(app, services);
 
   // webhooks: secrets sealed with the current master key, opened with any of the ring; the worker runs while the app is ready
   const sealingKey = async (): Promise<MasterKey> => (await keyRing()).current;
@@ -272,7 +277,14 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       log: app.log,
       leases: (port) => new TunnelLeases(store, replicaId, config.replicaAddress ?? replicaAddressOf(config.host, port), tunnels, app.log),
       // relay queries other replicas send to tunnels held here: run locally, never forwarded again
-      serveForwarded: (relayId, sql, limits, signal) => runOnRelay(tunnels, relayId, sql, limits, signal),
+      serveForwarded: (relayId, sql, limits, signal) =>
+        runOnRelay(tunnels, relayId, sql, limits, signal).then(
+          (r) => (metrics.forwards.inc({ direction: 'served', outcome: 'ok' }), r),
+          (err: unknown) => {
+            metrics.forwards.inc({ direction: 'served', outcome: 'error' });
+            throw err;
+          },
+        ),
     });
     return listener;
   };

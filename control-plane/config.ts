@@ -40,6 +40,8 @@ export interface Config {
   readonly databaseUrl: string | undefined;
   /** demo datasets in an external PostgreSQL instead of embedded PGlite workers */
   readonly demoDatabaseUrl: string | undefined;
+  /** bearer token GET /metrics requires (SVC_METRICS_TOKEN); undefined: /metrics is open */
+  readonly metricsToken: string | undefined;
   /** host:port where other replicas reach this replica's tunnel listener directly (SVC_REPLICA_ADDRESS); undefined: HOST and the tunnel port */
   readonly replicaAddress: string | undefined;
   /** base URL written into responses; derived from host/port when unset */
@@ -142,6 +144,8 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   const dataDir = path.resolve(cwd, str('SVC_DATA_DIR') ?? '.svc-data');
   const databaseUrl = url('DATABASE_URL', ['postgres:', 'postgresql:']);
   const demoDatabaseUrl = url('SVC_DEMO_DATABASE_URL', ['postgres:', 'postgresql:']);
+  const metricsToken = str('SVC_METRICS_TOKEN');
+  if (metricsToken !== undefined && (metricsToken.length < 16 || /\s/.test(metricsToken))) problems.push('SVC_METRICS_TOKEN must be at least 16 characters without spaces');
   const replicaAddress = str('SVC_REPLICA_ADDRESS');
   if (replicaAddress !== undefined && !/^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/.test(replicaAddress)) {
     problems.push('SVC_REPLICA_ADDRESS must be host:port (an IPv6 address in brackets), the address other replicas dial to reach this one');
@@ -228,6 +232,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     databaseUrl,
     demoDatabaseUrl,
     replicaAddress,
+    metricsToken,
     publicUrl,
     tunnelPublicUrl,
     dashboardUrl,

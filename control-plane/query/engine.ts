@@ -13,6 +13,7 @@ import type { ColumnInfo, Row } from '../embedded/index.js';
 import { ApiError, isApiError } from '../errors.js';
 import type { Store } from '../store/index.js';
 import { SqlPolicyError } from './sql/index.js';
+import type { Metrics } from '../metrics.js';
 import { backendFor, type Backend, type Backends, type PreparedStatement } from './backends.js';
 import { RunningQueries, stoppedError, type RunningQuery } from './running.js';
 
@@ -24,6 +25,8 @@ export interface QueryDeps {
   readonly backends: Backends;
   /** running statements per connection: revocation, expiry and relay deletion stop them */
   readonly running?: RunningQueries;
+  /** statement latency by backend (GET /metrics) */
+  readonly metrics?: Metrics;
 }
 
 export interface ScopeApplied {
@@ -268,8 +271,13 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
     const charge = { reservation, kind: 'charge' as const, stopped };
     const giveBack = { reservation, kind: 'refund' as const };
     let result;
+    let began = 0;
+    const measured = (outcome: 'ok' | 'error'): void => {
+      if (began > 0) deps.metrics?.querySeconds.observe({ backend: target.backend, outcome }, (performance.now() - began) / 1000);
+    };
     try {
       if (stopped()) throw stopped();
+      began = performance.now();
       result = await backend.run(checked, {
         orgId,
         connectionId: conn.id,
@@ -279,7 +287,9 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
         trial: !reservation.paying,
         address: caller.address,
       });
+      measured('ok');
     } catch (err) {
+      measured('error');
       const why = stopped();
       if (why) {
         // revoked, expired or its relay deleted while it ran: nothing is returned or charged

@@ -7,6 +7,7 @@ import type { DemoEngine } from '../demo/engine.js';
 import type { Store } from '../store/index.js';
 import type { TunnelRegistry } from '../tunnel/index.js';
 import type { RelayForwarder } from '../tunnel/forward.js';
+import type { Metrics } from '../metrics.js';
 import type { CredentialStore } from '../credentials/index.js';
 import type { LiveRegistry } from '../live/index.js';
 import type { QueryDeps } from '../query/engine.js';
@@ -28,6 +29,8 @@ export interface Services {
   readonly tunnels: TunnelRegistry;
   /** relay queries to tunnels other replicas sharing the store hold */
   readonly forwarder: RelayForwarder;
+  /** this process's Prometheus metrics (GET /metrics) */
+  readonly metrics: Metrics;
   /** the live connectors (every live target but postgres-relay) and their credential kinds */
   readonly live: LiveRegistry;
   /** bring-your-own credentials (sealed under the master key) */
@@ -45,7 +48,7 @@ export function queryDeps(s: Services): QueryDeps {
   let deps = depsOf.get(s);
   if (!deps) {
     const backends: Backends = { demo: new DemoBackend(s.demo), relay: new RelayBackend(s.tunnels, s.forwarder), connector: new ConnectorBackend(s.live, s.credentials, s.shutdown) };
-    deps = { store: s.store, catalogue: s.catalogue, limits: s.config.limits, backends, running: s.running };
+    deps = { store: s.store, catalogue: s.catalogue, limits: s.config.limits, backends, running: s.running, metrics: s.metrics };
     depsOf.set(s, deps);
   }
   return deps;

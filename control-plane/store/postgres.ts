@@ -44,5 +44,6 @@ export async function openPostgresStore(url: string, poolSize = 10): Promise<Sto
       }
     },
     close: () => pool.end(),
+    pool: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
   };
 }

@@ -11,6 +11,8 @@ export interface Store extends Sql {
   /** Run `fn` in one transaction; it commits when `fn` resolves and rolls back when it throws. */
   tx<T>(fn: (sql: Sql) => Promise<T>): Promise<T>;
   close(): Promise<void>;
+  /** the connection pool's state (a PostgreSQL store; the embedded one has no pool) */
+  pool?(): { readonly total: number; readonly idle: number; readonly waiting: number };
 }
 
 export class StoreError extends Error {

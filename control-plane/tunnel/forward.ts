@@ -52,6 +52,8 @@ export class RelayForwarder {
     private readonly store: Store,
     readonly replicaId: string,
     private readonly ca: () => Promise<Ca>,
+    /** told how each forward ended (metrics) */
+    private readonly onForward?: (outcome: 'ok' | 'error') => void,
   ) {}
 
   /** The replica holding `relayId`'s tunnel under a live lease, if it is not this one. */
@@ -66,6 +68,17 @@ export class RelayForwarder {
 
   /** Runs the statement on the holder's tunnel; errors come back as the holder's API errors. */
   async run(holder: LeaseHolder, relayId: string, sql: string, limits: ForwardLimits, signal?: AbortSignal): Promise<ReadQueryResult> {
+    try {
+      const result = await this.send(holder, relayId, sql, limits, signal);
+      this.onForward?.('ok');
+      return result;
+    } catch (err) {
+      this.onForward?.('error');
+      throw err;
+    }
+  }
+
+  private async send(holder: LeaseHolder, relayId: string, sql: string, limits: ForwardLimits, signal?: AbortSignal): Promise<ReadQueryResult> {
     const { agent, caPem } = await this.agent();
     const m = /^\[?([^\]]+?)\]?:(\d+)$/.exec(holder.address);
     if (!m) throw unavailable(relayId, `advertises an unusable address (${holder.address})`);

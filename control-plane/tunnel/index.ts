@@ -128,6 +128,11 @@ export class TunnelRegistry {
     return this.live.size;
   }
 
+  /** replaced tunnels still draining */
+  get drainingCount(): number {
+    return this.draining.size;
+  }
+
   closeAll(): void {
     for (const t of [...this.live.values(), ...this.draining]) t.session.close(1001, 'control plane shutting down'); // WebSocket going away
     this.live.clear();

@@ -1,0 +1,65 @@
+/**
+ * `GET /metrics`: the control plane's Prometheus metrics (metrics.ts). Unauthenticated unless
+ * SVC_METRICS_TOKEN is set (then `Authorization: Bearer <token>`); not in the OpenAPI document.
+ * Every request is counted here by route template and status, with its latency; the gauges are
+ * read when scraped: relay tunnels held by this replica, the webhook queue, the store's pool.
+ */
+import { timingSafeEqual } from 'node:crypto';
+import { ApiError } from '../errors.js';
+import type { App, Services } from './context.js';
+
+export function registerMetrics(app: App, s: Services): void {
+  const m = s.metrics;
+  app.addHook('onResponse', async (req, reply) => {
+    const route = req.routeOptions.url ?? 'unmatched';
+    m.requests.inc({ method: req.method, route, status: String(reply.statusCode) });
+    m.requestSeconds.observe({ method: req.method, route }, reply.elapsedTime / 1000);
+  });
+  m.gauge({
+    name: 'svc_relay_tunnels',
+    help: 'Relay tunnels this replica holds: current, and replaced ones still draining their streams.',
+    read: async () => [
+      { labels: { state: 'current' }, value: s.tunnels.size },
+      { labels: { state: 'draining' }, value: s.tunnels.drainingCount },
+    ],
+  });
+  m.gauge({
+    name: 'svc_webhook_queue_depth',
+    help: 'Webhook deliveries waiting for an attempt (all replicas sharing the store), and those of them already due.',
+    read: async () => {
+      const [row] = await s.store.query<{ pending: number; due: number }>(
+        "SELECT count(*)::int AS pending, count(*) FILTER (WHERE next_attempt_at <= now())::int AS due FROM webhook_deliveries WHERE status = 'pending'",
+      );
+      return [
+        { labels: { state: 'pending' }, value: row?.pending ?? 0 },
+        { labels: { state: 'due' }, value: row?.due ?? 0 },
+      ];
+    },
+  });
+  m.gauge({
+    name: 'svc_store_pool_connections',
+    help: "The PostgreSQL store's connection pool in this replica: open, idle, and callers waiting for a connection.",
+    read: async () => {
+      const p = s.store.pool?.();
+      return p
+        ? [
+            { labels: { state: 'open' }, value: p.total },
+            { labels: { state: 'idle' }, value: p.idle },
+            { labels: { state: 'waiting' }, value: p.waiting },
+          ]
+        : undefined;
+    },
+  });
+
+  const token = s.config.metricsToken;
+  app.get('/metrics', { config: { public: true }, schema: { hide: true } as Record<string, unknown> }, async (req, reply) => {
+    if (token !== undefined) {
+      const given = Buffer.from(/^Bearer (.+)$/i.exec(req.headers.authorization ?? '')?.[1] ?? '');
+      const wanted = Buffer.from(token);
+      if (given.length !== wanted.length || !timingSafeEqual(given, wanted)) {
+        throw new ApiError('unauthorized', 'GET /metrics needs Authorization: Bearer <SVC_METRICS_TOKEN>');
+      }
+    }
+    return reply.type('text/plain; version=0.0.4; charset=utf-8').send(await m.render());
+  });
+}

@@ -1,0 +1,64 @@
+/**
+ * GET /metrics: the control plane's Prometheus metrics in the text format, requests by route
+ * template and status, query latency by backend, the gauges read at scrape time; no organization,
+ * key or statement in any label; SVC_METRICS_TOKEN closes it.
+ */
+import t from 'tap';
+import { api, openConnection, signupAgent, startServer } from '../helpers/server.js';
+
+const SAMPLE = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*\})? (-?(?:\d+(?:\.\d+)?(?:e[+-]?\d+)?|\+Inf|NaN))$/;
+
+function parse(text: string): { name: string; labels: string; value: number }[] {
+  const samples = [];
+  for (const line of text.split('\n')) {
+    if (line === '' || line.startsWith('# HELP ') || line.startsWith('# TYPE ')) continue;
+    const m = SAMPLE.exec(line);
+    if (!m) throw new Error(`not a Prometheus sample line: ${line}`);
+    samples.push({ name: m[1] as string, labels: m[2] ?? '', value: Number(m[3]) });
+  }
+  return samples;
+}
+
+t.test('requests, query latency and gauges, in the Prometheus text format', async (t) => {
+  const srv = await startServer({ demo: 'eager' });
+  t.teardown(() => srv.close());
+  const agent = await signupAgent(srv.url, 'Metrics Org');
+  const conn = await openConnection(srv.url, agent.key, 'demo-healthcare', ['read:patients']);
+  for (let i = 0; i < 3; i++) t.equal((await api(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: agent.key, body: { sql: `SELECT patient_id FROM patients LIMIT ${i + 1}` } })).status, 200);
+  t.equal((await api(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: agent.key, body: { sql: 'SELECT * FROM secrets' } })).status, 403);
+  t.equal((await api(srv.url, 'GET', '/v1/no-such-route', { key: agent.key })).status, 404);
+
+  const r = await fetch(`${srv.url}/metrics`);
+  t.equal(r.status, 200, 'open without SVC_METRICS_TOKEN');
+  t.match(r.headers.get('content-type'), /^text\/plain; version=0\.0\.4/);
+  const text = await r.text();
+  const samples = parse(text);
+  const one = (name: string, labels: string): number | undefined => samples.find((s) => s.name === name && s.labels === labels)?.value;
+  t.equal(one('svc_http_requests_total', '{method="POST",route="/v1/connections/:connection_id/query",status="200"}'), 3, 'requests by route template and status');
+  t.equal(one('svc_http_requests_total', '{method="POST",route="/v1/connections/:connection_id/query",status="403"}'), 1);
+  t.ok(samples.some((s) => s.name === 'svc_http_requests_total' && s.labels.includes('status="404"') && !s.labels.includes('no-such-route')), 'an unknown path is counted without its path');
+  t.equal(one('svc_query_duration_seconds_count', '{backend="demo",outcome="ok"}'), 3, 'statement latency by backend');
+  t.equal(one('svc_query_duration_seconds_bucket', '{backend="demo",outcome="ok",le="+Inf"}'), 3);
+  t.ok((one('svc_query_duration_seconds_sum', '{backend="demo",outcome="ok"}') ?? 0) > 0);
+  t.equal(one('svc_relay_tunnels', '{state="current"}'), 0, 'tunnels held');
+  t.equal(one('svc_webhook_queue_depth', '{state="pending"}') !== undefined, true, 'the webhook queue');
+  t.ok((one('process_resident_memory_bytes', '') ?? 0) > 10_000_000);
+  t.notOk(samples.some((s) => s.name === 'svc_store_pool_connections'), 'no pool gauge on the embedded store');
+  for (const secret of [agent.orgId, agent.key, conn, 'patients', 'secrets']) t.notOk(text.includes(secret), `nothing of the callers in the metrics: ${secret.slice(0, 8)}…`);
+  // buckets are cumulative
+  const buckets = samples.filter((s) => s.name === 'svc_http_request_duration_seconds_bucket' && s.labels.includes('route="/v1/connections/:connection_id/query"'));
+  t.ok(buckets.length > 5 && buckets.every((b, i) => i === 0 || b.value >= (buckets[i - 1] as { value: number }).value), 'histogram buckets only grow');
+});
+
+t.test('SVC_METRICS_TOKEN closes /metrics to anyone without it', async (t) => {
+  const token = 'metrics-token-0123456789';
+  const srv = await startServer({ env: { SVC_METRICS_TOKEN: token } });
+  t.teardown(() => srv.close());
+  t.equal((await fetch(`${srv.url}/metrics`)).status, 401);
+  t.equal((await fetch(`${srv.url}/metrics`, { headers: { authorization: 'Bearer metrics-token-0123456788' } })).status, 401, 'a wrong token');
+  const agent = await signupAgent(srv.url, 'Not Metrics');
+  t.equal((await fetch(`${srv.url}/metrics`, { headers: { authorization: `Bearer ${agent.key}` } })).status, 401, 'an agent key is not the metrics token');
+  const ok = await fetch(`${srv.url}/metrics`, { headers: { authorization: `Bearer ${token}` } });
+  t.equal(ok.status, 200);
+  t.match(await ok.text(), /# TYPE svc_http_requests_total counter/);
+});
