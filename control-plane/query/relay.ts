@@ -58,6 +58,10 @@ export async function runOnRelay(
   const live = tunnels.get(relayId);
   if (!live) {
     const holder = await forward?.holder(relayId);
+    if (holder === 'deleted') {
+      // deleted through any replica: answered as the replica that deleted it answers
+      throw new ApiError('connection_revoked', `relay ${relayId} of this connection was deleted; nothing was run or charged; open a new connection`, { cause: 'relay_deleted', relay_id: relayId });
+    }
     if (forward && holder) return forward.run(holder, relayId, sql, limits, signal);
     throw new ApiError('relay_unavailable', `relay ${relayId} has no live tunnel: is svc-relay running and able to reach the control plane?`, { relay_id: relayId });
   }

@@ -56,13 +56,17 @@ export class RelayForwarder {
     private readonly onForward?: (outcome: 'ok' | 'error') => void,
   ) {}
 
-  /** The replica holding `relayId`'s tunnel under a live lease, if it is not this one. */
-  async holder(relayId: string): Promise<LeaseHolder | undefined> {
-    const [row] = await this.store.query<{ tunnel_replica: string; tunnel_address: string }>(
-      'SELECT tunnel_replica, tunnel_address FROM relays WHERE id = $1 AND revoked_at IS NULL AND tunnel_until > now() AND tunnel_replica IS NOT NULL AND tunnel_address IS NOT NULL',
+  /**
+   * The replica holding `relayId`'s tunnel under a live lease, if it is not this one; `deleted`
+   * when the relay was deleted (through any replica).
+   */
+  async holder(relayId: string): Promise<LeaseHolder | 'deleted' | undefined> {
+    const [row] = await this.store.query<{ tunnel_replica: string | null; tunnel_address: string | null; live: boolean; deleted: boolean }>(
+      'SELECT tunnel_replica, tunnel_address, coalesce(tunnel_until > now(), false) AS live, revoked_at IS NOT NULL AS deleted FROM relays WHERE id = $1',
       [relayId],
     );
-    if (!row || row.tunnel_replica === this.replicaId) return undefined;
+    if (row?.deleted) return 'deleted';
+    if (!row?.live || !row.tunnel_replica || !row.tunnel_address || row.tunnel_replica === this.replicaId) return undefined;
     return { replicaId: row.tunnel_replica, address: row.tunnel_address };
   }
 
