@@ -15,11 +15,14 @@
  *  - the same lookup on `postgres-relay`: the same database through an `svc-relay` (the compiled
  *    CLI in a child process, enrolled with a real token) over its mutual-TLS tunnel; on PGlite
  *    over the wire when no PostgreSQL answers;
+ *  - on the PostgreSQL store, the relay lookup again through a second replica on the same store
+ *    that does not hold the tunnel (each query forwarded to the holder over mutual TLS);
  *  - the same lookup on `mysql`, against the MariaDB/MySQL on 127.0.0.1:3306 (root, no password;
  *    skipped with a note when none answers).
  * Prints a Markdown table: requests per second, p50 and p99 latency, and the ratio to /healthz,
  * and how much a relay query costs against a `postgres` one.
  */
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -83,7 +86,9 @@ async function rssMb(): Promise<number> {
 /** One control plane on `databaseUrl`'s store (undefined: the embedded default), loaded row by row. */
 async function runOn(store: string, databaseUrl: string | undefined, customer: CustomerDatabase | undefined, relayDb: CustomerDatabase | undefined, mysqlDb: string | undefined): Promise<StoreRun> {
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'svc-bench-load-'));
+  const masterKey = randomBytes(32).toString('hex'); // shared by a second replica on a PostgreSQL store
   const config = loadConfig({
+    SVC_MASTER_KEY: masterKey,
     SVC_DATA_DIR: dataDir,
     PORT: '0',
     SVC_TUNNEL_PORT: '0',
@@ -150,6 +155,18 @@ async function runOn(store: string, databaseUrl: string | undefined, customer: C
     );
   }
   if (relayConn) rows.push(await load('postgres-relay primary-key lookup (distinct texts)', base, { method: 'POST', path: `/v1/connections/${relayConn}/query`, key, body: itemSql }));
+  if (relayConn && databaseUrl) {
+    // a second replica on the same store, without the relay's tunnel: it forwards each query to this one
+    const otherDir = await fs.mkdtemp(path.join(os.tmpdir(), 'svc-bench-load-'));
+    const other = await buildApp({ ...config, dataDir: otherDir }, { demo: 'lazy' });
+    await other.app.listen({ host: '127.0.0.1', port: 0 });
+    const otherAddr = other.app.server.address();
+    if (otherAddr && typeof otherAddr !== 'string') {
+      rows.push(await load('postgres-relay, through a replica without the tunnel (forwarded)', `http://127.0.0.1:${otherAddr.port}`, { method: 'POST', path: `/v1/connections/${relayConn}/query`, key, body: itemSql }));
+    }
+    await other.app.close();
+    await fs.rm(otherDir, { recursive: true, force: true });
+  }
   if (mysqlConn) rows.push(await load('mysql primary-key lookup (distinct texts)', base, { method: 'POST', path: `/v1/connections/${mysqlConn}/query`, key, body: itemSql }));
   await relay?.stop();
   await svc.app.close();
@@ -251,6 +268,8 @@ async function main(): Promise<void> {
     const direct = run.rows.find((r) => r.name.startsWith('postgres primary-key'));
     const relayed = run.rows.find((r) => r.name.startsWith('postgres-relay'));
     if (direct && relayed) process.stdout.write(`\n${run.store} store: a postgres-relay query costs ${(direct.rps / relayed.rps).toFixed(2)}× a postgres one (throughput ratio; goal ≤ 1.25×)\n`);
+    const forwarded = run.rows.find((r) => r.name.includes('(forwarded)'));
+    if (relayed && forwarded) process.stdout.write(`\n${run.store} store: a relay query forwarded by another replica costs ${(relayed.rps / forwarded.rps).toFixed(2)}× one answered by the tunnel's holder (throughput ratio)\n`);
   }
   process.stdout.write('\nresident memory of this process (control plane and autocannon together, after a first start in the same process; `npm start` alone is smaller):\n');
   for (const run of runs) process.stdout.write(`- ${run.store} store: ${run.rssReadyMb} MB at ready, ${run.rssLoadedMb} MB right after the demo row\n`);
