@@ -51,6 +51,7 @@ export function replicaAddressOf(host: string, port: number): string {
 export class TunnelLeases {
   private timer: NodeJS.Timeout | undefined;
   private beating: Promise<void> | undefined;
+  private stopped = false;
 
   constructor(
     private readonly store: Store,
@@ -64,6 +65,7 @@ export class TunnelLeases {
 
   /** The tunnel completed HELLO here: this replica holds the relay's lease from now on. */
   async claim(t: LiveTunnel): Promise<void> {
+    if (this.stopped) return;
     await this.store.query(
       'UPDATE relays SET tunnel_replica = $2, tunnel_address = $3, tunnel_until = now() + make_interval(secs => $4), last_seen_at = now(), version = coalesce($5, version) WHERE id = $1 AND revoked_at IS NULL',
       [t.relayId, this.replicaId, this.address, LEASE_MS / 1000, t.version],
@@ -72,7 +74,7 @@ export class TunnelLeases {
 
   /** A tunnel closed here: the lease ends, unless this replica has a newer tunnel of the relay or another replica took it. */
   async release(t: LiveTunnel): Promise<void> {
-    if (this.registry.get(t.relayId)) return;
+    if (this.stopped || this.registry.get(t.relayId)) return; // at shutdown stop() gave every lease up at once
     await this.store.query('UPDATE relays SET tunnel_until = NULL, last_seen_at = now() WHERE id = $1 AND tunnel_replica = $2', [t.relayId, this.replicaId]);
   }
 
@@ -87,10 +89,15 @@ export class TunnelLeases {
     this.timer.unref();
   }
 
+  /** Stops renewing and gives up every lease this replica holds (shutdown: its tunnels close next). */
   async stop(): Promise<void> {
     clearInterval(this.timer);
     this.timer = undefined;
+    this.stopped = true;
     await this.beating;
+    await this.store
+      .query('UPDATE relays SET tunnel_until = NULL, last_seen_at = now() WHERE tunnel_replica = $1 AND tunnel_until IS NOT NULL', [this.replicaId])
+      .catch((err: unknown) => this.log?.warn({ err: { message: (err as Error).message } }, 'giving up the tunnel leases failed (they lapse on their own)'));
   }
 
   /** Renews this replica's leases and applies what the store says about its tunnels. */
