@@ -30,7 +30,7 @@ import { loadOrCreateStoredCa, relayCa, resealStoredCa } from './relays/ca.js';
 import { RELAY_DEFAULTS, type RelayCa, type RelayOptions } from './relays/index.js';
 import { startTunnelListener, TunnelRegistry, type TunnelListener } from './tunnel/index.js';
 import { replicaAddressOf, TunnelLeases } from './tunnel/leases.js';
-import { RelayForwarder } from './tunnel/forward.js';
+import { RelayForwarder, servingForwards } from './tunnel/forward.js';
 import { Metrics } from './metrics.js';
 import { registerMetrics } from './routes/metrics.js';
 import { runOnRelay } from './query/relay.js';
@@ -277,7 +277,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       log: app.log,
       leases: (port) => new TunnelLeases(store, replicaId, config.replicaAddress ?? replicaAddressOf(config.host, port), tunnels, app.log),
       // relay queries other replicas send to tunnels held here: run locally, never forwarded again
-      serveForwarded: (relayId, sql, limits, signal) =>
+      serveForwarded: servingForwards(store, { timeoutMs: config.limits.queryTimeoutMs, maxRows: config.limits.maxRows, maxBytes: config.limits.maxResultBytes }, (relayId, sql, limits, signal) =>
         runOnRelay(tunnels, relayId, sql, limits, signal).then(
           (r) => (metrics.forwards.inc({ direction: 'served', outcome: 'ok' }), r),
           (err: unknown) => {
@@ -285,6 +285,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
             throw err;
           },
         ),
+      ),
     });
     return listener;
   };

@@ -166,7 +166,7 @@ export class RelayBackend implements Backend {
   }
 
   run(q: PreparedStatement, ctx: RunContext): Promise<ReadQueryResult> {
-    return runOnRelay(this.tunnels, ctx.scopes.relay as string, q.sql, ctx.limits, ctx.signal, this.forward);
+    return runOnRelay(this.tunnels, ctx.scopes.relay as string, q.sql, ctx.limits, ctx.signal, this.forward ? { via: this.forward, connectionId: ctx.connectionId } : undefined);
   }
 }
 

@@ -53,16 +53,16 @@ export async function runOnRelay(
   sql: string,
   limits: { timeoutMs: number; maxRows: number; maxBytes: number },
   signal?: AbortSignal,
-  forward?: RelayForwarder,
+  forward?: { readonly via: RelayForwarder; readonly connectionId: string },
 ): Promise<ReadQueryResult> {
   const live = tunnels.get(relayId);
   if (!live) {
-    const holder = await forward?.holder(relayId);
+    const holder = await forward?.via.holder(relayId);
     if (holder === 'deleted') {
       // deleted through any replica: answered as the replica that deleted it answers
       throw new ApiError('connection_revoked', `relay ${relayId} of this connection was deleted; nothing was run or charged; open a new connection`, { cause: 'relay_deleted', relay_id: relayId });
     }
-    if (forward && holder) return forward.run(holder, relayId, sql, limits, signal);
+    if (forward && holder) return forward.via.run(holder, { relay_id: relayId, connection_id: forward.connectionId, sql, limits }, signal);
     throw new ApiError('relay_unavailable', `relay ${relayId} has no live tunnel: is svc-relay running and able to reach the control plane?`, { relay_id: relayId });
   }
   let stream: QueryStream;

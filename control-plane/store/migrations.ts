@@ -279,6 +279,13 @@ ALTER TABLE relays ADD COLUMN tunnel_address text;
 ALTER TABLE relays ADD COLUMN tunnel_until timestamptz;
 `,
   },
+  {
+    version: 11,
+    name: 'when the holder of each relay tunnel claimed it (the newest tunnel holds the lease)',
+    sql: `
+ALTER TABLE relays ADD COLUMN tunnel_since timestamptz;
+`,
+  },
 ];
 
 /** Apply every migration not yet applied; returns the versions applied now. */

@@ -4,10 +4,11 @@
  * TLS: its own replica certificate from our CA (pki issueReplicaCertificate: a SAN URI
  * urn:svc:replica:<id>, never a relay identity) against the holder's tunnel listener, whose
  * server certificate (from the same CA) names the address the holder advertises. The holder runs
- * it on its tunnel exactly as a local query (same caps, same deadline, cancelled when the asking
- * replica gives up: revoked, expired, or its client gone) and answers the result, or the error
- * as the API would, which the asking replica passes on. Nothing is forwarded twice: a holder that
- * lost the tunnel meanwhile answers `relay_unavailable`.
+ * it on its tunnel exactly as a local query (same caps, never more than its own, same deadline,
+ * cancelled when the asking replica gives up: the connection revoked or expired) once it has
+ * checked that the connection named is live and reads through that relay, and answers the result,
+ * or the error as the API would, which the asking replica passes on. Nothing is forwarded twice:
+ * a holder that lost the tunnel meanwhile answers `relay_unavailable`.
  */
 import https from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -29,14 +30,17 @@ export interface ForwardLimits {
 
 export interface ForwardRequest {
   readonly relay_id: string;
+  /** the svc connection the statement was sent on (the holder checks it is live and reads through this relay) */
+  readonly connection_id: string;
   readonly sql: string;
   readonly limits: ForwardLimits;
 }
 
 /** runs a forwarded statement on a tunnel held here (never forwards again) */
-export type ServeForwarded = (relayId: string, sql: string, limits: ForwardLimits, signal: AbortSignal) => Promise<ReadQueryResult>;
+export type ServeForwarded = (request: ForwardRequest, signal: AbortSignal) => Promise<ReadQueryResult>;
 
-const MAX_REQUEST_BYTES = 512 * 1024;
+// a statement is at most 100,000 bytes (SVC_MAX_STATEMENT_BYTES), up to six times that as JSON
+const MAX_REQUEST_BYTES = 1024 * 1024;
 /** a certificate with less than this left is replaced before the next forward */
 const RENEW_BEFORE_MS = 24 * 3600_000;
 
@@ -47,6 +51,8 @@ function unavailable(relayId: string, why: string): ApiError {
 /** The asking side: finds the holder of a relay's tunnel and sends it the statement. */
 export class RelayForwarder {
   private identity: { agent: https.Agent; notAfter: number; caPem: string } | undefined;
+  /** the certificate being issued: one for every caller waiting (key generation blocks the thread) */
+  private issuing: Promise<{ agent: https.Agent; notAfter: number; caPem: string }> | undefined;
 
   constructor(
     private readonly store: Store,
@@ -71,9 +77,9 @@ export class RelayForwarder {
   }
 
   /** Runs the statement on the holder's tunnel; errors come back as the holder's API errors. */
-  async run(holder: LeaseHolder, relayId: string, sql: string, limits: ForwardLimits, signal?: AbortSignal): Promise<ReadQueryResult> {
+  async run(holder: LeaseHolder, request: ForwardRequest, signal?: AbortSignal): Promise<ReadQueryResult> {
     try {
-      const result = await this.send(holder, relayId, sql, limits, signal);
+      const result = await this.send(holder, request, signal);
       this.onForward?.('ok');
       return result;
     } catch (err) {
@@ -82,12 +88,13 @@ export class RelayForwarder {
     }
   }
 
-  private async send(holder: LeaseHolder, relayId: string, sql: string, limits: ForwardLimits, signal?: AbortSignal): Promise<ReadQueryResult> {
+  private async send(holder: LeaseHolder, request: ForwardRequest, signal?: AbortSignal): Promise<ReadQueryResult> {
+    const { relay_id: relayId, limits } = request;
     const { agent, caPem } = await this.agent();
     const m = /^\[?([^\]]+?)\]?:(\d+)$/.exec(holder.address);
     if (!m) throw unavailable(relayId, `advertises an unusable address (${holder.address})`);
     const host = m[1] as string;
-    const body = JSON.stringify({ relay_id: relayId, sql, limits } satisfies ForwardRequest);
+    const body = JSON.stringify(request);
     const maxResponse = limits.maxBytes * 2 + 1024 * 1024;
     return new Promise<ReadQueryResult>((resolve, reject) => {
       let settled = false;
@@ -115,7 +122,7 @@ export class RelayForwarder {
         done(unavailable(relayId, 'did not answer in time'));
       }, limits.timeoutMs + 5000);
       const onAbort = (): void => {
-        req.destroy(); // the holder sees its client gone and cancels the statement at the relay
+        req.destroy(); // the holder sees the asker gone and cancels the statement at the relay
         done(new Error('aborted'));
       };
       if (signal?.aborted) return onAbort();
@@ -154,15 +161,22 @@ export class RelayForwarder {
     this.identity = undefined;
   }
 
-  /** A keep-alive agent presenting this replica's certificate, issued anew before it runs out. */
-  private async agent(): Promise<{ agent: https.Agent; caPem: string }> {
-    if (this.identity && this.identity.notAfter - Date.now() > RENEW_BEFORE_MS) return this.identity;
-    const ca = await this.ca();
-    const cert = issueReplicaCertificate(ca, { replicaId: this.replicaId });
-    this.identity?.agent.destroy();
-    const agent = new https.Agent({ keepAlive: true, maxSockets: 64, cert: cert.certPem, key: cert.keyPem, ca: ca.certPem });
-    this.identity = { agent, notAfter: cert.notAfter.getTime(), caPem: ca.certPem };
-    return this.identity;
+  /** A keep-alive agent presenting this replica's certificate, issued anew (once, for every caller) before it runs out. */
+  private agent(): Promise<{ agent: https.Agent; caPem: string }> {
+    if (this.identity && this.identity.notAfter - Date.now() > RENEW_BEFORE_MS) return Promise.resolve(this.identity);
+    this.issuing ??= (async () => {
+      try {
+        const ca = await this.ca();
+        const cert = issueReplicaCertificate(ca, { replicaId: this.replicaId });
+        const agent = new https.Agent({ keepAlive: true, maxSockets: 64, cert: cert.certPem, key: cert.keyPem, ca: ca.certPem });
+        this.identity?.agent.destroy(); // the previous certificate's sockets
+        this.identity = { agent, notAfter: cert.notAfter.getTime(), caPem: ca.certPem };
+        return this.identity;
+      } finally {
+        this.issuing = undefined;
+      }
+    })();
+    return this.issuing;
   }
 }
 
@@ -184,9 +198,38 @@ function errorFrom(body: unknown, relayId: string): ApiError {
 
 // ------------------------------------------------------------------ the holder's side
 
-function send(res: ServerResponse, status: number, body: unknown): void {
+/**
+ * The holder's answer to forwarded statements: the connection named must be live (not revoked,
+ * not expired) and read through this relay in the relay's organization, and the caps and
+ * deadline are never more than the holder's own (a replica certificate is trusted to have
+ * checked the statement, not to raise the limits or read through a relay for someone else).
+ */
+export function servingForwards(
+  store: Store,
+  own: ForwardLimits,
+  run: (relayId: string, sql: string, limits: ForwardLimits, signal: AbortSignal) => Promise<ReadQueryResult>,
+): ServeForwarded {
+  return async (request, signal) => {
+    const [ok] = await store.query(
+      `SELECT 1 FROM connections c JOIN relays r ON r.id = $2 AND r.org_id = c.org_id AND r.revoked_at IS NULL
+        WHERE c.id = $1 AND c.revoked_at IS NULL AND c.expires_at > now() AND c.target_id = 'postgres-relay' AND c.scopes ? ('relay:' || $2)`,
+      [request.connection_id, request.relay_id],
+    );
+    if (!ok) throw new ApiError('connection_revoked', `connection ${request.connection_id} cannot read through relay ${request.relay_id} any more (revoked, expired, or the relay deleted); nothing ran`, { relay_id: request.relay_id });
+    const limits: ForwardLimits = {
+      timeoutMs: Math.min(request.limits.timeoutMs, own.timeoutMs),
+      maxRows: Math.min(request.limits.maxRows, own.maxRows),
+      maxBytes: Math.min(request.limits.maxBytes, own.maxBytes),
+    };
+    return run(request.relay_id, request.sql, limits, signal);
+  };
+}
+
+function send(res: ServerResponse, status: number, body: unknown, close = false): void {
   const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) }).end(text);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...(close ? { connection: 'close' } : {}) }).end(text);
+  // a refused caller's connection is not kept (nor the rest of its body read)
+  if (close) res.once('finish', () => res.req.socket.destroy());
 }
 
 function sendError(res: ServerResponse, err: ApiError): void {
@@ -196,6 +239,7 @@ function sendError(res: ServerResponse, err: ApiError): void {
 const boundedInt = (v: unknown, max: number): v is number => typeof v === 'number' && Number.isInteger(v) && v > 0 && v <= max;
 
 function parseRequest(raw: string): ForwardRequest | undefined {
+  const id = (v: unknown): v is string => typeof v === 'string' && v.length > 0 && v.length <= 200;
   let v: unknown;
   try {
     v = JSON.parse(raw);
@@ -204,10 +248,10 @@ function parseRequest(raw: string): ForwardRequest | undefined {
   }
   const r = v as Partial<ForwardRequest> | null;
   const l = r?.limits as Partial<ForwardLimits> | undefined;
-  if (typeof r?.relay_id !== 'string' || r.relay_id.length === 0 || r.relay_id.length > 200) return undefined;
+  if (!id(r?.relay_id) || !id(r.connection_id)) return undefined;
   if (typeof r.sql !== 'string' || r.sql.length === 0 || r.sql.length > MAX_REQUEST_BYTES) return undefined;
   if (!l || !boundedInt(l.timeoutMs, 3_600_000) || !boundedInt(l.maxRows, 100_000_000) || !boundedInt(l.maxBytes, 4 * 1024 ** 3)) return undefined;
-  return { relay_id: r.relay_id, sql: r.sql, limits: { timeoutMs: l.timeoutMs, maxRows: l.maxRows, maxBytes: l.maxBytes } };
+  return { relay_id: r.relay_id, connection_id: r.connection_id, sql: r.sql, limits: { timeoutMs: l.timeoutMs, maxRows: l.maxRows, maxBytes: l.maxBytes } };
 }
 
 /**
@@ -216,34 +260,34 @@ function parseRequest(raw: string): ForwardRequest | undefined {
  * the asking replica goes away.
  */
 export async function serveForward(req: IncomingMessage, res: ServerResponse, ca: Ca, serve: ServeForwarded): Promise<void> {
-  if (req.method !== 'POST') {
-    res.setHeader('allow', 'POST');
-    return send(res, 405, { error: { code: 'method_not_allowed', message: `${FORWARD_PATH} takes POST` } });
-  }
   const peer = (req.socket as TLSSocket).getPeerX509Certificate?.();
   const verdict = peer ? verifyReplicaCertificate(ca, peer) : undefined;
-  if (!verdict?.ok) {
-    req.resume();
-    return send(res, 403, { error: { code: 'forbidden', message: 'only a control-plane replica of this deployment may forward relay queries' } });
+  if (!verdict?.ok) return send(res, 403, { error: { code: 'forbidden', message: 'only a control-plane replica of this deployment may forward relay queries' } }, true);
+  if (req.method !== 'POST') {
+    res.setHeader('allow', 'POST');
+    return send(res, 405, { error: { code: 'method_not_allowed', message: `${FORWARD_PATH} takes POST` } }, true);
   }
+  const declared = Number(req.headers['content-length'] ?? 0);
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const c of req as AsyncIterable<Buffer>) {
-    size += c.length;
-    if (size > MAX_REQUEST_BYTES) {
-      req.destroy();
-      return;
+  if (declared <= MAX_REQUEST_BYTES) {
+    for await (const c of req as AsyncIterable<Buffer>) {
+      size += c.length;
+      if (size > MAX_REQUEST_BYTES) break;
+      chunks.push(c);
     }
-    chunks.push(c);
+  }
+  if (declared > MAX_REQUEST_BYTES || size > MAX_REQUEST_BYTES) {
+    return send(res, 413, { error: { code: 'payload_too_large', message: `a forwarded relay query is at most ${MAX_REQUEST_BYTES} bytes` } }, true);
   }
   const fwd = parseRequest(Buffer.concat(chunks).toString('utf8'));
-  if (!fwd) return send(res, 400, { error: { code: 'invalid_request', message: 'not a forwarded relay query' } });
+  if (!fwd) return send(res, 400, { error: { code: 'invalid_request', message: 'not a forwarded relay query' } }, true);
   const ac = new AbortController();
   res.on('close', () => {
-    if (!res.writableFinished) ac.abort(); // the asking replica gave up (revoked, expired, its client gone)
+    if (!res.writableFinished) ac.abort(); // the asking replica gave up (the connection revoked or expired, or the asker itself gone)
   });
   try {
-    send(res, 200, await serve(fwd.relay_id, fwd.sql, fwd.limits, ac.signal));
+    send(res, 200, await serve(fwd, ac.signal));
   } catch (err) {
     if (isApiError(err)) return sendError(res, err);
     throw err;

@@ -321,9 +321,10 @@ export async function startTunnelListener(o: TunnelOptions): Promise<TunnelListe
         if (session.state === 'closed') return;
         tunnel.version = n.peer.agent ?? null;
         registry.add(tunnel);
-        if (leases) void leases.claim(tunnel).catch(failed('claim'));
-        else seen();
-        void certificateInUse(o.store, serial).catch(() => undefined);
+        // the certificate's predecessors are revoked only once this tunnel holds the lease, so a
+        // replica still holding the old tunnel sees a newer lease (and drains) rather than a revocation
+        const claimed = leases ? leases.claim(tunnel).catch(failed('claim')) : (seen(), Promise.resolve());
+        void claimed.then(() => certificateInUse(o.store, serial)).catch(() => undefined);
         o.log?.info({ relay_id: relayId, serial }, 'relay connected');
       },
       () => undefined,

@@ -38,7 +38,8 @@ const BEAT = `WITH t(id, serial) AS (SELECT * FROM unnest($1::text[], $2::text[]
       FROM t WHERE r.id = t.id AND r.tunnel_replica = $3 AND r.revoked_at IS NULL
       RETURNING r.id)
   SELECT t.id, t.serial, r.revoked_at IS NOT NULL OR r.id IS NULL AS relay_gone, r.tunnel_replica AS holder,
-         EXISTS (SELECT 1 FROM relay_certificates c WHERE c.serial = t.serial AND c.revoked_at IS NOT NULL) AS cert_revoked,
+         coalesce(r.tunnel_until > now(), false) AS holder_live, r.tunnel_since AS holder_since,
+         (SELECT c.revoked_at IS NOT NULL AND c.revoked_reason IS DISTINCT FROM 'replaced' FROM relay_certificates c WHERE c.serial = t.serial) AS cert_revoked,
          t.id IN (SELECT id FROM kept) AS kept
     FROM t LEFT JOIN relays r ON r.id = t.id`;
 
@@ -52,6 +53,10 @@ export class TunnelLeases {
   private timer: NodeJS.Timeout | undefined;
   private beating: Promise<void> | undefined;
   private stopped = false;
+  /** when the store recorded each tunnel's claim (the store's clock); absent: not claimed (yet, or it failed) */
+  private readonly since = new WeakMap<LiveTunnel, number>();
+  /** tunnels whose claim is on its way to the store */
+  private readonly claiming = new WeakSet<LiveTunnel>();
 
   constructor(
     private readonly store: Store,
@@ -63,13 +68,22 @@ export class TunnelLeases {
     private readonly log?: LeaseLog,
   ) {}
 
-  /** The tunnel completed HELLO here: this replica holds the relay's lease from now on. */
+  /**
+   * The tunnel completed HELLO here: this replica holds the relay's lease from now on (the newest
+   * tunnel holds it: a replica whose older tunnel sees a newer claim elsewhere drains its own).
+   */
   async claim(t: LiveTunnel): Promise<void> {
     if (this.stopped) return;
-    await this.store.query(
-      'UPDATE relays SET tunnel_replica = $2, tunnel_address = $3, tunnel_until = now() + make_interval(secs => $4), last_seen_at = now(), version = coalesce($5, version) WHERE id = $1 AND revoked_at IS NULL',
-      [t.relayId, this.replicaId, this.address, LEASE_MS / 1000, t.version],
-    );
+    this.claiming.add(t);
+    try {
+      const [row] = await this.store.query<{ since: Date }>(
+        'UPDATE relays SET tunnel_replica = $2, tunnel_address = $3, tunnel_since = clock_timestamp(), tunnel_until = now() + make_interval(secs => $4), last_seen_at = now(), version = coalesce($5, version) WHERE id = $1 AND revoked_at IS NULL RETURNING tunnel_since AS since',
+        [t.relayId, this.replicaId, this.address, LEASE_MS / 1000, t.version],
+      );
+      if (row) this.since.set(t, new Date(row.since).getTime());
+    } finally {
+      this.claiming.delete(t);
+    }
   }
 
   /** A tunnel closed here: the lease ends, unless this replica has a newer tunnel of the relay or another replica took it. */
@@ -104,7 +118,7 @@ export class TunnelLeases {
   async beat(): Promise<void> {
     const tunnels = this.registry.tunnels();
     if (tunnels.length === 0) return;
-    const rows = await this.store.query<{ id: string; serial: string; relay_gone: boolean; holder: string | null; cert_revoked: boolean; kept: boolean }>(BEAT, [
+    const rows = await this.store.query<{ id: string; serial: string; relay_gone: boolean; holder: string | null; holder_live: boolean; holder_since: Date | null; cert_revoked: boolean | null; kept: boolean }>(BEAT, [
       tunnels.map((t) => t.relayId),
       tunnels.map((t) => t.serial),
       this.replicaId,
@@ -112,19 +126,28 @@ export class TunnelLeases {
     ]);
     for (const row of rows) {
       const t = tunnels.find((x) => x.relayId === row.id && x.serial === row.serial);
-      if (!t || this.registry.get(row.id) !== t) continue; // replaced or closed meanwhile
+      if (!t || this.registry.get(row.id) !== t || this.stopped) continue; // replaced or closed meanwhile
       if (row.relay_gone) {
         this.log?.info({ relay_id: row.id }, 'relay deleted on another replica: tunnel closed');
         this.registry.disconnect(row.id, 'relay_revoked');
-      } else if (!row.kept && row.holder !== null && row.holder !== this.replicaId) {
-        // the relay connected through another replica (a renewal, or a reconnect): ours finishes its streams
-        this.log?.info({ relay_id: row.id, holder: row.holder }, 'relay tunnel now held by another replica: draining this one');
-        this.registry.yieldTunnel(row.id, 'the relay connected through another replica');
-      } else if (row.cert_revoked) {
+        continue;
+      }
+      if (row.cert_revoked === true) {
+        // revoked by an operator (a certificate replaced by a renewal is not: its tunnel drains once the new one holds the lease)
         this.log?.info({ relay_id: row.id, serial: row.serial }, 'relay certificate revoked: tunnel closed');
         this.registry.disconnect(row.id, 'certificate_revoked');
-      } else if (!row.kept) {
-        await this.claim(t); // the lease was given up by an older tunnel's close: take it again
+        continue;
+      }
+      if (row.kept || this.claiming.has(t)) continue;
+      const mine = this.since.get(t);
+      const newerElsewhere = row.holder !== null && row.holder !== this.replicaId && row.holder_live && row.holder_since !== null && (mine === undefined || new Date(row.holder_since).getTime() > mine);
+      if (newerElsewhere && mine !== undefined) {
+        // the relay connected again through another replica (a renewal, or a reconnect): ours finishes its streams
+        this.log?.info({ relay_id: row.id, holder: row.holder }, 'relay tunnel now held by another replica: draining this one');
+        this.registry.yieldTunnel(row.id, 'the relay connected through another replica');
+      } else {
+        // the lease lapsed, was given up, is older than this tunnel, or our claim failed: this live tunnel takes it
+        await this.claim(t);
       }
     }
   }

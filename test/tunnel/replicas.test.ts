@@ -129,11 +129,20 @@ if (!(await realPostgresAvailable())) {
         req.on('error', reject);
         req.end(body);
       });
-    const query = JSON.stringify({ relay_id: relay.relayId, sql: 'SELECT * FROM public.secrets', limits: { timeoutMs: 5000, maxRows: 10, maxBytes: 100000 } });
+    const forward = (connectionId: string, sql: string, limits = { timeoutMs: 5000, maxRows: 10, maxBytes: 100000 }) => JSON.stringify({ relay_id: relay.relayId, connection_id: connectionId, sql, limits });
+    const query = forward(conn, 'SELECT * FROM public.secrets');
     t.equal((await post({ certPem: relayCert.certPem, keyPem: relayKey.keyPem }, query)).status, 403, "a relay's certificate cannot send statements to another relay's tunnel");
     t.equal((await post(undefined, query)).status, 403, 'no certificate: refused');
     t.equal((await post(replicaCert, '{"relay_id": 1}')).status, 400, 'a malformed forward is refused');
-    t.equal((await post(replicaCert, 'x'.repeat(600 * 1024)).catch(() => ({ status: 0, text: '' }))).status !== 200, true, 'an oversized body is not read');
+    t.equal((await post(replicaCert, 'x'.repeat(1100 * 1024)).catch(() => ({ status: 0, text: '' }))).status, 413, 'an oversized body is refused, not read');
+    // a replica certificate is trusted to have checked the statement, not to pick the connection or the limits
+    const stranger = await signupAgent(b.url, 'Stranger Org');
+    const strangerConn = await openConnection(b.url, stranger.key, 'demo-healthcare', ['read:patients']);
+    const foreign = await post(replicaCert, forward(strangerConn, 'SELECT 1 AS x'));
+    t.equal(foreign.status, 410, "a connection that does not read through this relay is refused (nothing runs): " + foreign.text.slice(0, 80));
+    const wide = await post(replicaCert, forward(conn, 'SELECT id FROM public.orders', { timeoutMs: 3_600_000, maxRows: 100_000_000, maxBytes: 4 * 1024 ** 3 }));
+    t.equal(wide.status, 200);
+    t.equal((JSON.parse(wide.text) as { rows: unknown[] }).rows.length, 100, "the holder's own row cap (100) holds whatever the forward asks");
 
     // deletion through the replica without the tunnel cuts the tunnel held by the other
     const deletedAt = Date.now();

@@ -1,0 +1,128 @@
+/**
+ * The lease decisions a replica's heartbeat makes about the tunnels it holds (tunnel/leases.ts),
+ * on a real store (the embedded engine runs the same SQL as PostgreSQL): the newest claim holds
+ * the lease; a tunnel is drained only for a newer, live lease elsewhere; a lapsed, released or
+ * older lease elsewhere, or a claim of its own that failed, makes the live tunnel take the lease;
+ * a certificate replaced by a renewal is not a revocation; a deleted relay or a revoked
+ * certificate closes the tunnel for good. Found by review: a slow claim made the new holder drain
+ * its only tunnel, and a renewal through another replica closed the old tunnel as revoked (the
+ * relay then exited for good).
+ */
+import t from 'tap';
+import { TunnelLeases } from '../../control-plane/tunnel/leases.js';
+import { TunnelRegistry, type LiveTunnel } from '../../control-plane/tunnel/index.js';
+import type { Session } from '../../protocol/index.js';
+import { signupAgent, startServer } from '../helpers/server.js';
+
+interface Spy {
+  drained?: string;
+  closed?: string;
+}
+
+function tunnel(relayId: string, orgId: string, serial: string): { t: LiveTunnel; spy: Spy } {
+  const spy: Spy = {};
+  const session = {
+    closed: new Promise<void>(() => undefined),
+    drain: async (o: { message?: string }) => void (spy.drained = o.message ?? 'drained'),
+    close: (_code: number, reason: string) => void (spy.closed = reason),
+  } as unknown as Session;
+  return { t: { relayId, orgId, serial, session, connectedAt: new Date(), version: 'test/1', terminate: () => undefined }, spy };
+}
+
+t.test('what the heartbeat does with a tunnel, by what the store says', async (t) => {
+  const srv = await startServer();
+  t.teardown(() => srv.close());
+  const store = srv.svc.store;
+  const { orgId } = await signupAgent(srv.url, 'Leases Org');
+  let n = 0;
+  const relay = async (): Promise<{ relayId: string; serial: string }> => {
+    const relayId = `rly_lease_${++n}`;
+    const serial = `serial_${n}`;
+    await store.query('INSERT INTO relays (id, org_id, name, created_at) VALUES ($1, $2, $3, now())', [relayId, orgId, relayId]);
+    await store.query("INSERT INTO relay_certificates (serial, fingerprint, key_fingerprint, relay_id, not_before, not_after, issued_at) VALUES ($1, $1, $1, $2, now(), now() + interval '1 day', now())", [serial, relayId]);
+    return { relayId, serial };
+  };
+  const replica = (id: string): { registry: TunnelRegistry; leases: TunnelLeases } => {
+    const registry = new TunnelRegistry();
+    return { registry, leases: new TunnelLeases(store, id, `127.0.0.1:${id.length}`, registry) };
+  };
+  /** a tunnel of `r` held by a replica of id `id`, claimed */
+  const held = async (r: { relayId: string; serial: string }, id: string): Promise<{ leases: TunnelLeases; spy: Spy }> => {
+    const rep = replica(id);
+    const tn = tunnel(r.relayId, orgId, r.serial);
+    rep.registry.add(tn.t);
+    await rep.leases.claim(tn.t);
+    return { leases: rep.leases, spy: tn.spy };
+  };
+  const holderOf = async (relayId: string): Promise<string | null> => (await store.query<{ h: string | null }>('SELECT tunnel_replica AS h FROM relays WHERE id = $1', [relayId]))[0]?.h ?? null;
+
+  // a newer claim elsewhere, live: the older tunnel drains
+  {
+    const r = await relay();
+    const a = replica('rep_a');
+    const b = replica('rep_b');
+    const ta = tunnel(r.relayId, orgId, r.serial);
+    const tb = tunnel(r.relayId, orgId, r.serial);
+    a.registry.add(ta.t);
+    await a.leases.claim(ta.t);
+    b.registry.add(tb.t);
+    await b.leases.claim(tb.t);
+    await a.leases.beat();
+    await b.leases.beat();
+    t.match(ta.spy.drained, /another replica/, 'the older tunnel drains');
+    t.equal(ta.spy.closed, undefined, 'and is not closed for good');
+    t.equal(tb.spy.drained, undefined, 'the newer one stays');
+    t.equal(await holderOf(r.relayId), 'rep_b');
+  }
+
+  // the other replica's claim never landed (or failed): the lease it names is older and lapsed, so the live tunnel takes it
+  {
+    const r = await relay();
+    const a = replica('rep_a');
+    const b = replica('rep_b');
+    const ta = tunnel(r.relayId, orgId, r.serial);
+    a.registry.add(ta.t);
+    await a.leases.claim(ta.t);
+    const tb = tunnel(r.relayId, orgId, r.serial);
+    b.registry.add(tb.t); // b's claim is slow: not yet in the store
+    await b.leases.beat();
+    t.equal(tb.spy.drained, undefined, "a tunnel whose claim has not landed is not given up to an older lease (it claims)");
+    t.equal(await holderOf(r.relayId), 'rep_b', 'it holds the lease now');
+    await a.leases.beat();
+    t.match(ta.spy.drained, /another replica/, 'and the older tunnel drains');
+  }
+
+  // a lapsed or given-up lease elsewhere: the live tunnel takes it, never drains for it
+  for (const lapse of ["tunnel_until = now() - interval '1 second'", 'tunnel_until = NULL']) {
+    const r = await relay();
+    const b = await held(r, 'rep_b');
+    const tb = b;
+    await store.query(`UPDATE relays SET tunnel_replica = 'rep_dead', tunnel_since = now() + interval '1 hour', ${lapse} WHERE id = $1`, [r.relayId]);
+    await b.leases.beat();
+    t.equal(tb.spy.drained, undefined, `a dead lease elsewhere (${lapse}) does not drain a live tunnel`);
+    t.equal(await holderOf(r.relayId), 'rep_b', 'the live tunnel took the lease');
+  }
+
+  // a certificate replaced by a renewal is not a revocation; one revoked otherwise closes the tunnel for good
+  {
+    const r = await relay();
+    const b = await held(r, 'rep_b');
+    const tb = b;
+    await store.query("UPDATE relay_certificates SET revoked_at = now(), revoked_reason = 'replaced' WHERE serial = $1", [r.serial]);
+    await b.leases.beat();
+    t.same(tb.spy, {}, 'replaced by a renewal: the tunnel keeps serving until the new one holds the lease');
+    await store.query("UPDATE relay_certificates SET revoked_reason = 'revoked by the operator' WHERE serial = $1", [r.serial]);
+    await b.leases.beat();
+    t.equal(tb.spy.closed, 'certificate_revoked', 'revoked: closed for good');
+  }
+
+  // the relay deleted through another replica
+  {
+    const r = await relay();
+    const b = await held(r, 'rep_b');
+    const tb = b;
+    await store.query('UPDATE relays SET revoked_at = now() WHERE id = $1', [r.relayId]);
+    await b.leases.beat();
+    t.equal(tb.spy.closed, 'relay_revoked');
+  }
+});
