@@ -3,7 +3,8 @@
  * `svc-relay` — the relay daemon customers run beside their PostgreSQL.
  *
  *   svc-relay enroll --control-plane <url> --token <t> --config-dir <dir> [--name <n>] [--force]
- *   svc-relay run --config-dir <dir> --database-url <url> [--health-port <port>]
+ *   svc-relay run --config-dir <dir> [--database-url-file <path> | --database-url <url>] [--health-port <port>]
+ *                 (else DATABASE_URL, else the PG* variables: relay-agent/database-url.ts)
  *                 [--max-rows <n>] [--max-bytes <n>] [--statement-timeout-ms <ms>] [--pool-size <n>]
  *
  * Exit status: 0 ok, 2 usage, 1 failure (the coded message on stderr).
@@ -12,6 +13,7 @@ import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { DEFAULT_EXECUTOR_LIMITS, RelayAgent, RelayCredentials, RelayError, createExecutor, enroll, loadConfig, startHealthServer, wsDialer, RELAY_AGENT_VERSION, type HealthServer } from '../relay-agent/index.js';
+import { resolveDatabaseUrl } from '../relay-agent/database-url.js';
 
 export interface CliIo {
   out: (s: string) => void;
@@ -47,7 +49,8 @@ function intOption(min: number, max: number): (v: string) => number {
 
 interface RunOptions {
   configDir: string;
-  databaseUrl: string;
+  databaseUrl?: string;
+  databaseUrlFile?: string;
   healthPort?: number;
   maxRows?: number;
   maxBytes?: number;
@@ -83,7 +86,7 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
     .action(async (o: { controlPlane: string; token: string; configDir: string; name?: string; force?: boolean }) => {
       try {
         const r = await enroll({ controlPlane: o.controlPlane, token: o.token, configDir: o.configDir, ...(o.name !== undefined ? { name: o.name } : {}), force: o.force === true });
-        io.out(`enrolled relay ${r.relay_id}; configuration in ${r.configDir}; certificate expires ${r.expires_at}\nnext: svc-relay run --config-dir ${r.configDir} --database-url postgres://readonly_role@host/db\n`);
+        io.out(`enrolled relay ${r.relay_id}; configuration in ${r.configDir}; certificate expires ${r.expires_at}\nnext: svc-relay run --config-dir ${r.configDir} --database-url-file <a 0600 file holding postgres://readonly_role:password@host/db>\n`);
       } catch (err) {
         io.err(`svc-relay enroll: ${failure(err)}\n`);
         status = 1;
@@ -94,7 +97,8 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
     .command('run')
     .description('hold the tunnel and answer queries (SIGTERM drains)')
     .requiredOption('--config-dir <dir>', 'the directory enroll wrote')
-    .requiredOption('--database-url <url>', 'postgres:// URL of the database, with a read-only role')
+    .option('--database-url-file <path>', 'a file (mode 0600) whose first line is the postgres:// URL of the database, with a read-only role')
+    .option('--database-url <url>', 'the postgres:// URL itself (its password is then visible in ps; prefer --database-url-file or DATABASE_URL)')
     .option('--health-port <port>', 'serve /healthz and /metrics on 127.0.0.1:<port>', parsePort)
     .option('--max-rows <n>', `most rows one query returns, whatever the control plane asks (default ${DEFAULT_EXECUTOR_LIMITS.maxRows})`, intOption(1, 100_000_000))
     .option('--max-bytes <n>', `most bytes of values one query returns (default ${DEFAULT_EXECUTOR_LIMITS.maxBytes})`, intOption(1024, 1_000_000_000_000))
@@ -102,10 +106,21 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
     .option('--pool-size <n>', 'database connections kept by the relay (default 4)', intOption(1, 200))
     .action(async (o: RunOptions) => {
       let health: HealthServer | null = null;
+      let databaseUrl: string;
+      try {
+        const resolved = resolveDatabaseUrl({ ...(o.databaseUrl !== undefined ? { databaseUrl: o.databaseUrl } : {}), ...(o.databaseUrlFile !== undefined ? { databaseUrlFile: o.databaseUrlFile } : {}), env: process.env });
+        if (resolved.warning) io.err(`svc-relay: warning: ${resolved.warning}\n`);
+        io.err(`svc-relay: database URL from ${resolved.source}\n`);
+        databaseUrl = resolved.url;
+      } catch (err) {
+        io.err(`svc-relay run: ${failure(err)}\n`);
+        status = 2;
+        return;
+      }
       const exec = (() => {
         try {
           return createExecutor({
-            databaseUrl: o.databaseUrl,
+            databaseUrl,
             ...(o.poolSize !== undefined ? { poolSize: o.poolSize } : {}),
             limits: {
               ...(o.maxRows !== undefined ? { maxRows: o.maxRows } : {}),
@@ -114,7 +129,7 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
             },
           });
         } catch (err) {
-          io.err(`svc-relay run: RELAY_ERR_INVALID_ARGUMENT: bad --database-url: ${(err as Error).message}\n`);
+          io.err(`svc-relay run: RELAY_ERR_INVALID_ARGUMENT: bad database URL: ${(err as Error).message}\n`);
           return null;
         }
       })();

@@ -73,6 +73,12 @@ async function controlPlane(t: { teardown: (fn: () => unknown) => void }, mode: 
 }
 
 t.test('usage errors exit 2', async (t) => {
+  // `run` without a URL takes one from the environment: none here
+  const saved = Object.fromEntries(['DATABASE_URL', 'PGHOST', 'PGDATABASE'].map((k) => [k, process.env[k]]));
+  for (const k of Object.keys(saved)) delete process.env[k];
+  t.teardown(() => {
+    for (const [k, v] of Object.entries(saved)) if (v !== undefined) process.env[k] = v;
+  });
   for (const argv of [[], ['bogus'], ['enroll'], ['enroll', '--token', 'x'], ['run', '--config-dir', 'x'], ['run', '--config-dir', 'x', '--database-url', 'y', '--health-port', 'abc'],
     ['run', '--config-dir', 'x', '--database-url', 'y', '--max-rows', '0'],
     ['run', '--config-dir', 'x', '--database-url', 'y', '--max-rows', '1e3'],

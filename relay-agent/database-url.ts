@@ -1,0 +1,107 @@
+/**
+ * Where `svc-relay run` reads the database URL from, so its password need not be on the command
+ * line (visible to every user in `ps`). In this order, the first that is given wins:
+ *
+ * 1. `--database-url <url>` (a warning is printed when the URL holds a password);
+ * 2. `--database-url-file <path>`: the first line of a regular file readable by its owner only
+ *    (mode 0600 or stricter; a file others could read is refused);
+ * 3. the `DATABASE_URL` environment variable;
+ * 4. the libpq variables `PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD`, `PGDATABASE`, `PGSSLMODE`
+ *    (used when at least `PGHOST` or `PGDATABASE` is set; a `PGHOST` starting with `/` is a Unix
+ *    socket directory; no `PGHOST` means localhost over TCP, not libpq's default socket).
+ *
+ * Giving both `--database-url` and `--database-url-file` is a usage error (never a silent choice).
+ */
+import { closeSync, fstatSync, openSync, readSync, constants } from 'node:fs';
+import { RelayError } from './errors.js';
+
+export interface DatabaseUrlSources {
+  readonly databaseUrl?: string;
+  readonly databaseUrlFile?: string;
+  readonly env: NodeJS.ProcessEnv;
+}
+
+export interface ResolvedDatabaseUrl {
+  readonly url: string;
+  /** where it came from, for the log line (never the URL itself) */
+  readonly source: '--database-url' | '--database-url-file' | 'DATABASE_URL' | 'PG* environment variables';
+  /** something the operator should know (e.g. a password on the command line) */
+  readonly warning?: string;
+}
+
+const MAX_FILE_BYTES = 16 * 1024;
+
+function invalid(message: string): RelayError {
+  return new RelayError('RELAY_ERR_INVALID_ARGUMENT', message);
+}
+
+function hasPassword(url: string): boolean {
+  try {
+    return new URL(url).password !== '';
+  } catch {
+    return false;
+  }
+}
+
+/** The first line of an owner-only regular file (no symlink tricks: the opened file is the one checked). */
+export function readSecretFile(path: string): string {
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0));
+  } catch (err) {
+    throw invalid(`--database-url-file ${path} cannot be opened (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}); it must be a regular file, not a symbolic link`);
+  }
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile()) throw invalid(`--database-url-file ${path} is not a regular file`);
+    if ((st.mode & 0o077) !== 0) throw invalid(`--database-url-file ${path} can be read by other users (mode ${(st.mode & 0o777).toString(8)}); chmod 600 it`);
+    const uid = process.getuid?.();
+    if (uid !== undefined && uid !== 0 && st.uid !== uid) throw invalid(`--database-url-file ${path} belongs to another user (uid ${st.uid}); it must be this user's own file`);
+    if (st.size > MAX_FILE_BYTES) throw invalid(`--database-url-file ${path} is ${st.size} bytes; a database URL file holds one line`);
+    const buf = Buffer.alloc(st.size);
+    const n = st.size > 0 ? readSync(fd, buf, 0, st.size, 0) : 0;
+    const line = buf.subarray(0, n).toString('utf8').split(/\r?\n/)[0]?.trim() ?? '';
+    if (line === '') throw invalid(`--database-url-file ${path} is empty; write the postgres:// URL on its first line`);
+    return line;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** The database URL from libpq's variables, or undefined when they name no database. */
+export function urlFromPgEnv(env: NodeJS.ProcessEnv): string | undefined {
+  const host = env['PGHOST'];
+  const database = env['PGDATABASE'];
+  if (!host && !database) return undefined;
+  const user = env['PGUSER'];
+  const password = env['PGPASSWORD'];
+  const port = env['PGPORT'];
+  const socket = host?.startsWith('/');
+  const auth = user ? `${encodeURIComponent(user)}${password ? `:${encodeURIComponent(password)}` : ''}@` : '';
+  const params = new URLSearchParams();
+  if (socket && host) params.set('host', host);
+  if (env['PGSSLMODE']) params.set('sslmode', env['PGSSLMODE']);
+  // a socket directory goes in the query (the authority names localhost, which the query overrides)
+  const hostPart = socket || !host ? 'localhost' : host.includes(':') ? `[${host}]` : host;
+  const query = params.toString();
+  return `postgres://${auth}${hostPart}${port ? `:${port}` : ''}/${encodeURIComponent(database ?? '')}${query ? `?${query}` : ''}`;
+}
+
+export function resolveDatabaseUrl(s: DatabaseUrlSources): ResolvedDatabaseUrl {
+  if (s.databaseUrl !== undefined && s.databaseUrlFile !== undefined) {
+    throw invalid('give the database URL once: --database-url or --database-url-file, not both');
+  }
+  if (s.databaseUrl !== undefined) {
+    return {
+      url: s.databaseUrl,
+      source: '--database-url',
+      ...(hasPassword(s.databaseUrl) ? { warning: 'the database password is on the command line, where other users can read it (ps); use --database-url-file, DATABASE_URL or PGPASSWORD instead' } : {}),
+    };
+  }
+  if (s.databaseUrlFile !== undefined) return { url: readSecretFile(s.databaseUrlFile), source: '--database-url-file' };
+  const fromEnv = s.env['DATABASE_URL']?.trim();
+  if (fromEnv) return { url: fromEnv, source: 'DATABASE_URL' };
+  const fromPg = urlFromPgEnv(s.env);
+  if (fromPg) return { url: fromPg, source: 'PG* environment variables' };
+  throw invalid('no database URL: give --database-url-file <path> (a 0600 file), set DATABASE_URL or the PG* variables (PGHOST, PGUSER, PGPASSWORD, PGDATABASE), or --database-url <url>');
+}

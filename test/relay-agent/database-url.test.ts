@@ -1,0 +1,79 @@
+/**
+ * Where `svc-relay run` takes the database URL from (relay-agent/database-url.ts): the command
+ * line (with a warning when it holds a password), an owner-only file, DATABASE_URL, or libpq's
+ * PG* variables, in that order; a file others can read, a symbolic link, an empty file, or both
+ * flags at once are refused. Also through the CLI: a refused source exits 2 before anything dials.
+ */
+import { chmodSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { main } from '../../cli/svc-relay.js';
+import { resolveDatabaseUrl, urlFromPgEnv } from '../../relay-agent/database-url.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'svc-dburl-'));
+const file = (name: string, content: string, mode: number): string => {
+  const p = join(dir, name);
+  writeFileSync(p, content);
+  chmodSync(p, mode);
+  return p;
+};
+const code = (f: () => unknown): string => {
+  try {
+    f();
+    return 'accepted';
+  } catch (err) {
+    return (err as { code?: string }).code ?? 'thrown';
+  }
+};
+
+t.test('the order: --database-url, --database-url-file, DATABASE_URL, PG*', async (t) => {
+  const secret = file('url', 'postgres://reader:s3cret@db.internal:5432/app\n# a comment line is ignored\n', 0o600);
+  const env = { DATABASE_URL: 'postgres://env@h/db', PGHOST: 'pg-host', PGDATABASE: 'pgdb' };
+  const flag = resolveDatabaseUrl({ databaseUrl: 'postgres://reader:pw@h/db', env });
+  t.equal(flag.source, '--database-url');
+  t.match(flag.warning, /command line.*ps/, 'a password on the command line is warned about');
+  t.equal(resolveDatabaseUrl({ databaseUrl: 'postgres://reader@h/db', env }).warning, undefined, 'no password, no warning');
+  const fromFile = resolveDatabaseUrl({ databaseUrlFile: secret, env });
+  t.same([fromFile.source, fromFile.url], ['--database-url-file', 'postgres://reader:s3cret@db.internal:5432/app'], 'the file wins over the environment; its first line');
+  t.equal(resolveDatabaseUrl({ env }).source, 'DATABASE_URL');
+  t.same(resolveDatabaseUrl({ env: { PGHOST: 'pg-host', PGDATABASE: 'pgdb' } }), { url: 'postgres://pg-host/pgdb', source: 'PG* environment variables' });
+  t.equal(code(() => resolveDatabaseUrl({ databaseUrl: 'postgres://a@h/db', databaseUrlFile: secret, env })), 'RELAY_ERR_INVALID_ARGUMENT', 'both flags: refused, never a silent choice');
+  t.equal(code(() => resolveDatabaseUrl({ env: {} })), 'RELAY_ERR_INVALID_ARGUMENT', 'nothing given: refused with what to give');
+});
+
+t.test('a URL file must be the owner’s alone, a regular file, and not empty', async (t) => {
+  t.equal(code(() => resolveDatabaseUrl({ databaseUrlFile: file('open', 'postgres://a:b@h/db', 0o644), env: {} })), 'RELAY_ERR_INVALID_ARGUMENT', 'readable by others (0644): refused');
+  t.equal(code(() => resolveDatabaseUrl({ databaseUrlFile: file('group', 'postgres://a:b@h/db', 0o640), env: {} })), 'RELAY_ERR_INVALID_ARGUMENT', 'readable by the group (0640): refused');
+  t.equal(code(() => resolveDatabaseUrl({ databaseUrlFile: file('empty', '\n', 0o600), env: {} })), 'RELAY_ERR_INVALID_ARGUMENT', 'empty: refused');
+  t.equal(code(() => resolveDatabaseUrl({ databaseUrlFile: dir, env: {} })), 'RELAY_ERR_INVALID_ARGUMENT', 'a directory: refused');
+  t.equal(code(() => resolveDatabaseUrl({ databaseUrlFile: join(dir, 'missing'), env: {} })), 'RELAY_ERR_INVALID_ARGUMENT', 'missing: refused');
+  const target = file('target', 'postgres://a:b@h/db', 0o600);
+  const link = join(dir, 'link');
+  symlinkSync(target, link);
+  t.equal(code(() => resolveDatabaseUrl({ databaseUrlFile: link, env: {} })), 'RELAY_ERR_INVALID_ARGUMENT', 'a symbolic link: refused');
+  t.equal(resolveDatabaseUrl({ databaseUrlFile: file('readonly', 'postgres://a:b@h/db', 0o400), env: {} }).url, 'postgres://a:b@h/db', '0400 is fine');
+});
+
+t.test('libpq variables: escaped, IPv6, Unix sockets, sslmode', async (t) => {
+  t.equal(urlFromPgEnv({}), undefined, 'none set: not a source');
+  t.equal(urlFromPgEnv({ PGUSER: 'only-user' }), undefined, 'a user alone names no database');
+  t.equal(urlFromPgEnv({ PGHOST: 'db', PGPORT: '6432', PGUSER: 'rea der', PGPASSWORD: 'p@ss:w/rd', PGDATABASE: 'app', PGSSLMODE: 'verify-full' }), 'postgres://rea%20der:p%40ss%3Aw%2Frd@db:6432/app?sslmode=verify-full');
+  t.equal(urlFromPgEnv({ PGHOST: '::1', PGDATABASE: 'app' }), 'postgres://[::1]/app');
+  t.equal(urlFromPgEnv({ PGHOST: '/var/run/postgresql', PGPORT: '5433', PGUSER: 'r', PGDATABASE: 'app' }), 'postgres://r@localhost:5433/app?host=%2Fvar%2Frun%2Fpostgresql');
+});
+
+t.test('the CLI: a refused source exits 2 and says why; the source (never the URL) is logged', async (t) => {
+  const out = { err: '' };
+  const io = { out: () => undefined, err: (s: string) => void (out.err += s), onStop: () => undefined };
+  const open = file('cli-open', 'postgres://reader:topsecret@127.0.0.1:1/db', 0o644);
+  t.equal(await main(['run', '--config-dir', join(dir, 'nope'), '--database-url-file', open], io), 2);
+  t.match(out.err, /can be read by other users \(mode 644\); chmod 600 it/);
+  t.notMatch(out.err, /topsecret/, 'the password is never printed');
+  out.err = '';
+  const good = file('cli-good', 'postgres://reader:topsecret@127.0.0.1:1/db', 0o600);
+  t.equal(await main(['run', '--config-dir', join(dir, 'nope'), '--database-url-file', good], io), 1, 'accepted: it goes on to the (missing) configuration');
+  t.match(out.err, /database URL from --database-url-file/);
+  t.match(out.err, /RELAY_ERR_CONFIG_MISSING/);
+  t.notMatch(out.err, /topsecret/);
+});
