@@ -1,9 +1,10 @@
 /**
  * GET /metrics: the control plane's Prometheus metrics in the text format, requests by route
  * template and status, query latency by backend, the gauges read at scrape time; no organization,
- * key or statement in any label; SVC_METRICS_TOKEN closes it.
+ * key or statement in any label; SVC_METRICS_TOKEN closes it (one server, with a token, for all cases).
  */
 import t from 'tap';
+import { loadConfig } from '../../control-plane/config.js';
 import { api, openConnection, signupAgent, startServer } from '../helpers/server.js';
 
 const SAMPLE = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*\})? (-?(?:\d+(?:\.\d+)?(?:e[+-]?\d+)?|\+Inf|NaN))$/;
@@ -19,17 +20,21 @@ function parse(text: string): { name: string; labels: string; value: number }[] 
   return samples;
 }
 
+const TOKEN = 'metrics-token-0123456789';
+// one server for both cases: a query path to measure, and SVC_METRICS_TOKEN set
+const srv = await startServer({ env: { SVC_METRICS_TOKEN: TOKEN } });
+t.teardown(() => srv.close());
+const scrape = (authorization = `Bearer ${TOKEN}`) => fetch(`${srv.url}/metrics`, { headers: { authorization } });
+
 t.test('requests, query latency and gauges, in the Prometheus text format', async (t) => {
-  const srv = await startServer({ demo: 'eager' });
-  t.teardown(() => srv.close());
   const agent = await signupAgent(srv.url, 'Metrics Org');
   const conn = await openConnection(srv.url, agent.key, 'demo-healthcare', ['read:patients']);
   for (let i = 0; i < 3; i++) t.equal((await api(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: agent.key, body: { sql: `SELECT patient_id FROM patients LIMIT ${i + 1}` } })).status, 200);
   t.equal((await api(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: agent.key, body: { sql: 'SELECT * FROM secrets' } })).status, 403);
   t.equal((await api(srv.url, 'GET', '/v1/no-such-route', { key: agent.key })).status, 404);
 
-  const r = await fetch(`${srv.url}/metrics`);
-  t.equal(r.status, 200, 'open without SVC_METRICS_TOKEN');
+  const r = await scrape();
+  t.equal(r.status, 200);
   t.match(r.headers.get('content-type'), /^text\/plain; version=0\.0\.4/);
   const text = await r.text();
   const samples = parse(text);
@@ -51,14 +56,16 @@ t.test('requests, query latency and gauges, in the Prometheus text format', asyn
 });
 
 t.test('SVC_METRICS_TOKEN closes /metrics to anyone without it', async (t) => {
-  const token = 'metrics-token-0123456789';
-  const srv = await startServer({ env: { SVC_METRICS_TOKEN: token } });
-  t.teardown(() => srv.close());
-  t.equal((await fetch(`${srv.url}/metrics`)).status, 401);
-  t.equal((await fetch(`${srv.url}/metrics`, { headers: { authorization: 'Bearer metrics-token-0123456788' } })).status, 401, 'a wrong token');
+  t.equal((await fetch(`${srv.url}/metrics`)).status, 401, 'no token');
+  t.equal((await scrape('Bearer metrics-token-0123456788')).status, 401, 'a wrong token');
   const agent = await signupAgent(srv.url, 'Not Metrics');
-  t.equal((await fetch(`${srv.url}/metrics`, { headers: { authorization: `Bearer ${agent.key}` } })).status, 401, 'an agent key is not the metrics token');
-  const ok = await fetch(`${srv.url}/metrics`, { headers: { authorization: `Bearer ${token}` } });
+  t.equal((await scrape(`Bearer ${agent.key}`)).status, 401, 'an agent key is not the metrics token');
+  const ok = await scrape();
   t.equal(ok.status, 200);
   t.match(await ok.text(), /# TYPE svc_http_requests_total counter/);
+});
+
+t.test('a token under 16 characters is refused at start', async (t) => {
+  t.throws(() => loadConfig({ SVC_METRICS_TOKEN: 'short' }));
+  t.equal(loadConfig({}).metricsToken, undefined, 'unset: /metrics is open (test/api/rate-limit scrapes it)');
 });

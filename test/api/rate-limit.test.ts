@@ -29,6 +29,10 @@ t.test('an agent over its limit gets 429 rate_limited with Retry-After; others a
   t.equal(limited?.body.error.code, 'rate_limited');
   t.match(limited?.headers.get('retry-after'), /^\d+$/);
   t.equal((await api(srv.url, 'GET', '/v1/connections/packs', { key: b.key })).status, 200, 'another key is unaffected');
+  // (GET /metrics without SVC_METRICS_TOKEN: open, and counts these 429s; test/api/metrics has the rest)
+  const metrics = await fetch(`${srv.url}/metrics`);
+  t.equal(metrics.status, 200, '/metrics is open when no token is set');
+  t.match(await metrics.text(), /svc_http_requests_total\{method="GET",route="\/v1\/connections\/packs",status="429"\} \d+/);
 
   // signups per address: 2 made above, 1 more allowed at a burst of 3
   t.equal((await api(srv.url, 'POST', '/v1/agent/account', { body: { orgName: 'C', agentName: 'c' } })).status, 201);
