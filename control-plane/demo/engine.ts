@@ -6,6 +6,7 @@
  * statement_timeout), which is then replaced. External (SVC_DEMO_DATABASE_URL): a `pg` pool, with
  * statement_timeout enforced by the server.
  */
+import { createHash } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import pg from 'pg';
@@ -456,6 +457,26 @@ const pgTypes = {
     oid === INT8_OID ? (v: string) => v : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
 };
 
+/** advisory-lock key ranges on the shared demo database (one bigint per slot) */
+const SLOT_KEYS = { tenant: 0x5356_0000_0000_00n, trial: 0x5356_0100_0000_00n } as const;
+/** how long a statement waits before asking the shared database for a place again */
+const SLOT_RETRY_MS = 50;
+
+/**
+ * The places one statement needs across every replica sharing the demo database, taken as
+ * transaction-scoped advisory locks on the connection that runs it (released by its ROLLBACK, or
+ * by the server when the connection or the replica dies): one of its tenant's `perTenant` places
+ * and, for trial work, one of the trial class's. Each replica's own gate orders its callers; these
+ * make the shares global, so a tenant (or free trials together) holds no more of the shared
+ * database through several replicas than through one.
+ */
+function slotQuery(q: DemoQuery, perTenantSlots: number, trialSlots: number): string {
+  const hash = BigInt(`0x${createHash('sha256').update(tenantKey(q)).digest('hex').slice(0, 10)}`); // 40 bits
+  const tenantBase = SLOT_KEYS.tenant + hash * 64n;
+  const take = (base: bigint, n: number): string => `(SELECT s FROM generate_series(0, ${n - 1}) s WHERE pg_try_advisory_xact_lock(${base}::bigint + s) LIMIT 1)`;
+  return `SELECT ${take(tenantBase, Math.min(64, perTenantSlots))} AS tenant_slot, ${q.trial ? take(SLOT_KEYS.trial, trialSlots) : '0'} AS trial_slot`;
+}
+
 export class PostgresDemoEngine implements DemoEngine {
   readonly kind = 'postgres' as const;
   private readonly pool: pg.Pool;
@@ -466,6 +487,47 @@ export class PostgresDemoEngine implements DemoEngine {
     // one place is kept free for cancelling statements that pass their deadline
     const capacity = Math.max(1, poolSize - 1);
     this.gate = new FairGate(capacity, perTenant(capacity), perTenant(capacity));
+  }
+
+  /**
+   * A pooled connection inside a read-only transaction that holds this statement's shared places
+   * (slotQuery), waiting for them until the deadline; `DEMO_ERR_BUSY` when none came free.
+   */
+  private async placed(q: DemoQuery, deadline: number): Promise<pg.PoolClient> {
+    for (;;) {
+      if (q.signal?.aborted) throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the statement was stopped before it ran');
+      let c: pg.PoolClient;
+      try {
+        c = await this.pool.connect();
+      } catch {
+        throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo database is unreachable');
+      }
+      let places: { tenant_slot: number | null; trial_slot: number | null } | undefined;
+      try {
+        // the transaction, its places and its settings (ours, never the agent's text) in one simple-protocol round trip
+        const results = (await c.query([
+          'BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY',
+          slotQuery(q, this.gate.perTenant, this.gate.trialCapacity),
+          ...preamble(q),
+        ].join(';\n'))) as unknown as pg.QueryResult<{ tenant_slot: number | null; trial_slot: number | null }>[];
+        places = results[1]?.rows[0];
+      } catch (err) {
+        await c.query('ROLLBACK').catch(() => undefined);
+        c.release(true);
+        if (err instanceof pg.DatabaseError) throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', `the demo database refused the statement's transaction: ${err.message}`);
+        throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo database is unreachable');
+      }
+      if (places && places.tenant_slot !== null && places.trial_slot !== null) return c;
+      // this tenant's (or the free trials') places are all held through other replicas: wait
+      await c.query('ROLLBACK').catch(() => undefined);
+      c.release();
+      const left = deadline - Date.now();
+      if (left <= SLOT_RETRY_MS) {
+        const whose = q.trial ? 'free-trial statements (all replicas together)' : "this organization's other statements (through every replica)";
+        throw new DemoQueryError('DEMO_ERR_BUSY', `no place on the demo database came free before the statement's ${q.timeoutMs} ms deadline: ${whose} hold its share; nothing ran or was charged: retry in a few seconds, or send fewer statements at once`, { retryAfter: 2 });
+      }
+      await new Promise((r) => setTimeout(r, SLOT_RETRY_MS / 2 + Math.random() * SLOT_RETRY_MS));
+    }
   }
 
   /** Connect, and load the demo data when the database does not hold this version of it. */
@@ -504,13 +566,7 @@ export class PostgresDemoEngine implements DemoEngine {
   }
 
   private async runOnce(q: DemoQuery, deadline: number): Promise<ReadQueryResult> {
-    if (q.signal?.aborted) throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the statement was stopped before it ran');
-    let c: pg.PoolClient;
-    try {
-      c = await this.pool.connect();
-    } catch {
-      throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo database is unreachable');
-    }
+    const c = await this.placed(q, deadline);
     let broken = false;
     let cancelled = false;
     // statement_timeout bounds each FETCH; this bounds the whole statement, cancelling it at the server
@@ -526,8 +582,6 @@ export class PostgresDemoEngine implements DemoEngine {
     if (q.signal?.aborted) onAbort();
     else q.signal?.addEventListener('abort', onAbort, { once: true });
     try {
-      // the transaction and its settings (ours, never the agent's text) in one simple-protocol round trip
-      await c.query(['BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY', ...preamble(q)].join(';\n'));
       // the extended protocol: one statement per round trip, whatever the text holds; a row larger
       // than the bytes left is never decoded (the wire guard closes the connection first)
       const { stopped: _stopped, ...result } = await readGuarded(c, {

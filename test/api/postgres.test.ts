@@ -58,6 +58,39 @@ if (!(await realPostgresAvailable())) {
     t.match(v.body, { verified: true, events_checked: 120 });
   });
 
+  t.test('two replicas on one demo database: an organization holds no more of it through both than through one', async (t) => {
+    const other = await startServer({ databaseUrl: state.url, env: { SVC_DEMO_DATABASE_URL: demo.url }, limits: { queryTimeoutMs: 1000 } });
+    t.teardown(() => other.close());
+    const engine = await srv.svc.demoReady;
+    const share = (engine as { gate?: { perTenant: number } }).gate?.perTenant ?? 0;
+    t.ok(share >= 1, `the per-organization share of one replica's engine: ${share}`);
+    const a = await signupAgent(srv.url);
+    await api(srv.url, 'POST', '/v1/agent/topup', { key: a.key, body: { amount_cents: 10_000 } });
+    const conn = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:encounters']);
+    const watcher = new pg.Client({ connectionString: demo.url });
+    await watcher.connect();
+    t.teardown(() => watcher.end());
+    let most = 0;
+    let watching = true;
+    const watch = (async () => {
+      while (watching) {
+        const r = await watcher.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'svc-demo' AND state = 'active' AND query NOT ILIKE '%pg_cancel_backend%' AND query NOT ILIKE '%ROLLBACK%'");
+        most = Math.max(most, r.rows[0]?.n ?? 0);
+        await new Promise((res) => setTimeout(res, 20));
+      }
+    })();
+    const flood = await Promise.all(
+      Array.from({ length: share * 4 }, (_, i) =>
+        api<{ error?: { code: string } }>((i % 2 ? other : srv).url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: `SELECT count(*) FROM encounters a, encounters b, encounters c WHERE ${i} = ${i}` } }),
+      ),
+    );
+    watching = false;
+    await watch;
+    t.ok(most >= 1 && most <= share, `at most ${share} of its statements ran at once on the shared database through two replicas: ${most} (a share per replica would allow ${share * 2})`);
+    t.ok(flood.every((r) => r.status === 504 || r.status === 503), `each was cancelled at its deadline or found no place: ${[...new Set(flood.map((r) => `${r.status} ${r.body.error?.code ?? ''}`))].join(', ')}`);
+    t.ok(flood.some((r) => r.status === 503), 'some waited for a place until their deadline (503, nothing charged)');
+  });
+
   t.test('a statement past its deadline is cancelled by the server (504)', async (t) => {
     const a = await signupAgent(srv.url);
     const conn = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:encounters']);
