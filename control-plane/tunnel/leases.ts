@@ -18,7 +18,7 @@ import type { LiveTunnel, TunnelRegistry } from './index.js';
 /** how long a lease lasts without renewal */
 export const LEASE_MS = 5000;
 /** how often the holder renews its leases (and reads what other replicas decided) */
-export const HEARTBEAT_MS = 1000;
+export const HEARTBEAT_MS = 500;
 
 export interface LeaseLog {
   warn(obj: object, msg: string): void;
