@@ -8,7 +8,8 @@
  * 3. the `DATABASE_URL` environment variable;
  * 4. the libpq variables `PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD`, `PGDATABASE`, `PGSSLMODE`
  *    (used when at least `PGHOST` or `PGDATABASE` is set; a `PGHOST` starting with `/` is a Unix
- *    socket directory; no `PGHOST` means localhost over TCP, not libpq's default socket).
+ *    socket directory; no `PGHOST` means localhost over TCP, not libpq's default socket;
+ *    `PGSSLMODE` is read as node-postgres reads `sslmode`; other libpq variables are not read).
  *
  * Giving both `--database-url` and `--database-url-file` is a usage error (never a silent choice).
  */
@@ -36,18 +37,16 @@ function invalid(message: string): RelayError {
 }
 
 function hasPassword(url: string): boolean {
-  try {
-    return new URL(url).password !== '';
-  } catch {
-    return false;
-  }
+  // the authority's user:password@, or a password= parameter (what node-postgres reads)
+  return /^[a-z]+:\/\/[^/?#@]*:[^/?#@]*@/i.test(url) || /[?&]password=/i.test(url);
 }
 
 /** The first line of an owner-only regular file (no symlink tricks: the opened file is the one checked). */
 export function readSecretFile(path: string): string {
   let fd: number;
   try {
-    fd = openSync(path, constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0));
+    // O_NONBLOCK: opening a named pipe must not wait for a writer (fstat refuses it next)
+    fd = openSync(path, constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0) | (constants.O_NONBLOCK ?? 0));
   } catch (err) {
     throw invalid(`--database-url-file ${path} cannot be opened (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}); it must be a regular file, not a symbolic link`);
   }
@@ -70,21 +69,25 @@ export function readSecretFile(path: string): string {
 
 /** The database URL from libpq's variables, or undefined when they name no database. */
 export function urlFromPgEnv(env: NodeJS.ProcessEnv): string | undefined {
-  const host = env['PGHOST'];
+  const host = env['PGHOST']?.replace(/^\[(.*)\]$/, '$1');
   const database = env['PGDATABASE'];
   if (!host && !database) return undefined;
   const user = env['PGUSER'];
   const password = env['PGPASSWORD'];
   const port = env['PGPORT'];
-  const socket = host?.startsWith('/');
+  if (port !== undefined && port !== '' && !/^\d{1,5}$/.test(port)) throw invalid(`PGPORT must be a port number, got ${JSON.stringify(port)}`);
+  if (host?.includes(',')) throw invalid('PGHOST names several hosts; svc-relay connects to one: give one host, or a URL');
+  // node-postgres reads the database from the URL's path with decodeURI, which cannot give back these characters
+  if (database !== undefined && /[#?/;,@:&=+$%]/.test(database)) throw invalid('PGDATABASE holds a character svc-relay cannot pass on (one of # ? / ; , @ : & = + $ %); give the database in a URL file instead');
   const auth = user ? `${encodeURIComponent(user)}${password ? `:${encodeURIComponent(password)}` : ''}@` : '';
+  // the host (a name, an IPv6 address with its zone, or a socket directory) goes in the query,
+  // which node-postgres decodes whole; the authority's localhost is then only a placeholder
   const params = new URLSearchParams();
-  if (socket && host) params.set('host', host);
+  if (host) params.set('host', host);
+  if (port) params.set('port', port);
   if (env['PGSSLMODE']) params.set('sslmode', env['PGSSLMODE']);
-  // a socket directory goes in the query (the authority names localhost, which the query overrides)
-  const hostPart = socket || !host ? 'localhost' : host.includes(':') ? `[${host}]` : host;
   const query = params.toString();
-  return `postgres://${auth}${hostPart}${port ? `:${port}` : ''}/${encodeURIComponent(database ?? '')}${query ? `?${query}` : ''}`;
+  return `postgres://${auth}localhost/${encodeURI(database ?? '')}${query ? `?${query}` : ''}`;
 }
 
 export function resolveDatabaseUrl(s: DatabaseUrlSources): ResolvedDatabaseUrl {

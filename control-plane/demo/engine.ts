@@ -457,24 +457,46 @@ const pgTypes = {
     oid === INT8_OID ? (v: string) => v : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
 };
 
-/** advisory-lock key ranges on the shared demo database (one bigint per slot) */
-const SLOT_KEYS = { tenant: 0x5356_0000_0000_00n, trial: 0x5356_0100_0000_00n } as const;
+/**
+ * Advisory-lock keys on the shared demo database, in the two-int4 form (never the bigint form our
+ * other locks use): a tenant's places are (hash of the tenant, TENANT_SPACE + slot), the free
+ * class's are (TRIAL_CLASS, TRIAL_SPACE + slot); the second keys' ranges do not overlap.
+ */
+const TENANT_SPACE = 0x53560000;
+const TRIAL_CLASS = 0x53565452;
+const TRIAL_SPACE = 0x53561000;
 /** how long a statement waits before asking the shared database for a place again */
 const SLOT_RETRY_MS = 50;
 
 /**
  * The places one statement needs across every replica sharing the demo database, taken as
  * transaction-scoped advisory locks on the connection that runs it (released by its ROLLBACK, or
- * by the server when the connection or the replica dies): one of its tenant's `perTenant` places
- * and, for trial work, one of the trial class's. Each replica's own gate orders its callers; these
- * make the shares global, so a tenant (or free trials together) holds no more of the shared
- * database through several replicas than through one.
+ * by the server when the connection or the replica dies): one of its tenant's places and, for
+ * trial work, one of the free class's. A free tenant (one client address) may hold at most half
+ * of the free class's places, so one address flooding through one replica leaves places for free
+ * callers on the others. Each replica's own gate orders its callers; these make the shares
+ * global, so a tenant (or the free class) holds no more of the shared database through several
+ * replicas than through one.
  */
 function slotQuery(q: DemoQuery, perTenantSlots: number, trialSlots: number): string {
-  const hash = BigInt(`0x${createHash('sha256').update(tenantKey(q)).digest('hex').slice(0, 10)}`); // 40 bits
-  const tenantBase = SLOT_KEYS.tenant + hash * 64n;
-  const take = (base: bigint, n: number): string => `(SELECT s FROM generate_series(0, ${n - 1}) s WHERE pg_try_advisory_xact_lock(${base}::bigint + s) LIMIT 1)`;
-  return `SELECT ${take(tenantBase, Math.min(64, perTenantSlots))} AS tenant_slot, ${q.trial ? take(SLOT_KEYS.trial, trialSlots) : '0'} AS trial_slot`;
+  const hash = createHash('sha256').update(tenantKey(q)).digest().readInt32BE(0);
+  const tenantSlots = q.trial ? Math.max(1, Math.floor(trialSlots / 2)) : perTenantSlots;
+  const take = (key1: number, space: number, n: number): string =>
+    `(SELECT s FROM generate_series(0, ${Math.min(64, Math.max(1, n)) - 1}) s WHERE pg_try_advisory_xact_lock(${key1}, ${space} + s) LIMIT 1)`;
+  return `SELECT ${take(hash, TENANT_SPACE, tenantSlots)} AS tenant_slot, ${q.trial ? take(TRIAL_CLASS, TRIAL_SPACE, trialSlots) : '0'} AS trial_slot`;
+}
+
+/** Resolves after `ms`, or at once when `signal` aborts. */
+function pause(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
 }
 
 export class PostgresDemoEngine implements DemoEngine {
@@ -518,15 +540,18 @@ export class PostgresDemoEngine implements DemoEngine {
         throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo database is unreachable');
       }
       if (places && places.tenant_slot !== null && places.trial_slot !== null) return c;
-      // this tenant's (or the free trials') places are all held through other replicas: wait
-      await c.query('ROLLBACK').catch(() => undefined);
-      c.release();
-      const left = deadline - Date.now();
-      if (left <= SLOT_RETRY_MS) {
+      // this tenant's (or the free class's) places are all held through other replicas: wait
+      const clean = await c.query('ROLLBACK').then(
+        () => true,
+        () => false,
+      );
+      c.release(!clean); // a connection whose rollback failed may still hold its transaction: never reused
+      // a place found with too little time left would only run to be cancelled (and charged) at the deadline
+      if (deadline - Date.now() <= Math.max(SLOT_RETRY_MS * 2, q.timeoutMs / 4)) {
         const whose = q.trial ? 'free-trial statements (all replicas together)' : "this organization's other statements (through every replica)";
-        throw new DemoQueryError('DEMO_ERR_BUSY', `no place on the demo database came free before the statement's ${q.timeoutMs} ms deadline: ${whose} hold its share; nothing ran or was charged: retry in a few seconds, or send fewer statements at once`, { retryAfter: 2 });
+        throw new DemoQueryError('DEMO_ERR_BUSY', `no place on the demo database came free in time for the statement's ${q.timeoutMs} ms deadline: ${whose} hold its share; nothing ran or was charged: retry in a few seconds, or send fewer statements at once`, { retryAfter: 2 });
       }
-      await new Promise((r) => setTimeout(r, SLOT_RETRY_MS / 2 + Math.random() * SLOT_RETRY_MS));
+      await pause(SLOT_RETRY_MS / 2 + Math.random() * SLOT_RETRY_MS, q.signal);
     }
   }
 

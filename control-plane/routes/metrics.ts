@@ -8,12 +8,35 @@ import { timingSafeEqual } from 'node:crypto';
 import { ApiError } from '../errors.js';
 import type { App, Services } from './context.js';
 
+const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+/** how long the gauges read from the store are kept (a scrape storm costs the store one read per period) */
+const GAUGE_CACHE_MS = 2000;
+
+/** `read`, cached for GAUGE_CACHE_MS */
+function cached<T>(read: () => Promise<T>): () => Promise<T> {
+  let last: { at: number; value: Promise<T> } | undefined;
+  return () => {
+    if (!last || Date.now() - last.at > GAUGE_CACHE_MS) {
+      const value = read();
+      value.catch(() => (last = undefined));
+      last = { at: Date.now(), value };
+    }
+    return last.value;
+  };
+}
+
 export function registerMetrics(app: App, s: Services): void {
   const m = s.metrics;
+  const webhookDepth = cached(() =>
+    s.store.query<{ pending: number; due: number }>("SELECT count(*)::int AS pending, count(*) FILTER (WHERE next_attempt_at <= now())::int AS due FROM webhook_deliveries WHERE status = 'pending'"),
+  );
   app.addHook('onResponse', async (req, reply) => {
     const route = req.routeOptions.url ?? 'unmatched';
-    m.requests.inc({ method: req.method, route, status: String(reply.statusCode) });
-    m.requestSeconds.observe({ method: req.method, route }, reply.elapsedTime / 1000);
+    // label values from a closed set: any other method is `other`, an unmatched path's status its class
+    const method = METHODS.has(req.method) ? req.method : 'other';
+    const status = route === 'unmatched' ? `${Math.floor(reply.statusCode / 100)}xx` : String(reply.statusCode);
+    m.requests.inc({ method, route, status });
+    m.requestSeconds.observe({ method, route }, reply.elapsedTime / 1000);
   });
   m.gauge({
     name: 'svc_relay_tunnels',
@@ -27,9 +50,7 @@ export function registerMetrics(app: App, s: Services): void {
     name: 'svc_webhook_queue_depth',
     help: 'Webhook deliveries waiting for an attempt (all replicas sharing the store), and those of them already due.',
     read: async () => {
-      const [row] = await s.store.query<{ pending: number; due: number }>(
-        "SELECT count(*)::int AS pending, count(*) FILTER (WHERE next_attempt_at <= now())::int AS due FROM webhook_deliveries WHERE status = 'pending'",
-      );
+      const [row] = await webhookDepth();
       return [
         { labels: { state: 'pending' }, value: row?.pending ?? 0 },
         { labels: { state: 'due' }, value: row?.due ?? 0 },

@@ -74,7 +74,7 @@ if (!(await realPostgresAvailable())) {
     let watching = true;
     const watch = (async () => {
       while (watching) {
-        const r = await watcher.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'svc-demo' AND state = 'active' AND query NOT ILIKE '%pg_cancel_backend%' AND query NOT ILIKE '%ROLLBACK%'");
+        const r = await watcher.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'svc-demo' AND state = 'active' AND query NOT ILIKE '%pg_cancel_backend%' AND query NOT ILIKE '%ROLLBACK%' AND query NOT ILIKE '%pg_try_advisory_xact_lock%'");
         most = Math.max(most, r.rows[0]?.n ?? 0);
         await new Promise((res) => setTimeout(res, 20));
       }
@@ -89,6 +89,21 @@ if (!(await realPostgresAvailable())) {
     t.ok(most >= 1 && most <= share, `at most ${share} of its statements ran at once on the shared database through two replicas: ${most} (a share per replica would allow ${share * 2})`);
     t.ok(flood.every((r) => r.status === 504 || r.status === 503), `each was cancelled at its deadline or found no place: ${[...new Set(flood.map((r) => `${r.status} ${r.body.error?.code ?? ''}`))].join(', ')}`);
     t.ok(flood.some((r) => r.status === 503), 'some waited for a place until their deadline (503, nothing charged)');
+  });
+
+  t.test('free statements across replicas: one address flooding through one replica leaves places for other addresses on another', async (t) => {
+    const other = await startServer({ databaseUrl: state.url, env: { SVC_DEMO_DATABASE_URL: demo.url }, limits: { queryTimeoutMs: 1000 } });
+    t.teardown(() => other.close());
+    const [a, b] = [await srv.svc.demoReady, await other.svc.demoReady];
+    const q = (address: string, sql: string) => ({ sql, direct: false, settings: [], timeoutMs: 4000, maxRows: 10, maxBytes: 100_000, tenant: `org-${address}`, trial: true, address });
+    // the flooder keeps more slow free statements in flight through replica a than the free class has places
+    const flood = Array.from({ length: 6 }, () => a.run(q('198.51.100.7', 'SELECT pg_sleep(2.5) AS slept')).catch((err: unknown) => err));
+    await new Promise((r) => setTimeout(r, 300));
+    const started = Date.now();
+    const victim = await b.run(q('203.0.113.9', 'SELECT 1 AS one'));
+    t.same(victim.rows, [{ one: 1 }], 'a free statement from another address, through the other replica, runs');
+    t.ok(Date.now() - started < 1000, `without waiting for the flood (2.5 s) to end: ${Date.now() - started} ms`);
+    await Promise.all(flood);
   });
 
   t.test('a statement past its deadline is cancelled by the server (504)', async (t) => {

@@ -6,7 +6,8 @@
  */
 import fs from 'node:fs/promises';
 import t from 'tap';
-import { StoreBuckets, sweepRateBuckets } from '../../control-plane/http/rate-limit.js';
+import pg from 'pg';
+import { StoreBuckets, sweepRateBuckets, TAKE_FOR_TEST } from '../../control-plane/http/rate-limit.js';
 import { openStore } from '../../control-plane/store/index.js';
 import { api, freshDatabase, openConnection, realPostgresAvailable, signupAgent, startServer, storeTemplate, tempDir } from '../helpers/server.js';
 
@@ -39,6 +40,35 @@ t.test('the bucket statement: burst, refill, wait, per key, sweep', async (t) =>
 if (!(await realPostgresAvailable())) {
   t.skip('two replicas sharing their rate budget: no PostgreSQL answers at TEST_DATABASE_URL', () => undefined);
 } else {
+  t.test('a take queued behind a later one never credits the same time twice', async (t) => {
+    // review: a statement waiting on the row lock carries the now() of its start; writing it back
+    // as the bucket's time credited the wait again (3-4x the budget through with 40 connections)
+    const db = await freshDatabase('svc_test_rate_clock');
+    const store = await openStore({ databaseUrl: db.url, dataDir: await tempDir() });
+    t.teardown(async () => {
+      await store.close();
+      await db.drop();
+    });
+    const b = new StoreBuckets(store, 'clock', 1, 2); // 1 a second, a burst of 2
+    // an old transaction: its now() is fixed two seconds before the takes below
+    const old = new pg.Client({ connectionString: db.url });
+    await old.connect();
+    t.teardown(() => old.end());
+    await old.query('BEGIN');
+    await old.query('SELECT now()');
+    await new Promise((r) => setTimeout(r, 2000));
+    t.equal(await b.take('k'), 0);
+    t.equal(await b.take('k'), 0, 'the burst, spent now');
+    const [before] = await store.query<{ at: Date }>("SELECT at FROM rate_buckets WHERE key = 'clock:k'");
+    // the old transaction's take reaches the row after them, with its old now(): refused, and the bucket's time stays
+    const late = await old.query<{ ok: boolean }>(TAKE_FOR_TEST, ['clock:k', 2, 1]);
+    await old.query('COMMIT');
+    t.equal(late.rows[0]?.ok, false, 'the late take is refused');
+    const [after] = await store.query<{ at: Date }>("SELECT at FROM rate_buckets WHERE key = 'clock:k'");
+    t.ok(new Date(after?.at ?? 0).getTime() >= new Date(before?.at ?? 0).getTime(), "the bucket's time never moves back");
+    t.ok((await b.take('k')) >= 1, 'the next take is refused: the two seconds before the burst are not credited again');
+  });
+
   t.test('two replicas on one PostgreSQL store share one rate budget', async (t) => {
     const db = await freshDatabase('svc_test_rates');
     const env = { SVC_RATE_LIMIT: '5', SVC_SIGNUP_RATE_LIMIT: '3', SVC_REFUSED_STATEMENTS_PER_MINUTE: '4' };

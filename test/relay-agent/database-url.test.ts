@@ -4,10 +4,12 @@
  * PG* variables, in that order; a file others can read, a symbolic link, an empty file, or both
  * flags at once are refused. Also through the CLI: a refused source exits 2 before anything dials.
  */
+import { execFileSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
+import { parse as parseConnectionString } from 'pg-connection-string';
 import { main } from '../../cli/svc-relay.js';
 import { resolveDatabaseUrl, urlFromPgEnv } from '../../relay-agent/database-url.js';
 
@@ -34,10 +36,11 @@ t.test('the order: --database-url, --database-url-file, DATABASE_URL, PG*', asyn
   t.equal(flag.source, '--database-url');
   t.match(flag.warning, /command line.*ps/, 'a password on the command line is warned about');
   t.equal(resolveDatabaseUrl({ databaseUrl: 'postgres://reader@h/db', env }).warning, undefined, 'no password, no warning');
+  for (const u of ['postgres://u:S3cret@/x?host=/tmp', 'postgres://db/x?user=u&password=S3cret']) t.ok(resolveDatabaseUrl({ databaseUrl: u, env }).warning, `a password is warned about in ${u.replace('S3cret', '…')}`);
   const fromFile = resolveDatabaseUrl({ databaseUrlFile: secret, env });
   t.same([fromFile.source, fromFile.url], ['--database-url-file', 'postgres://reader:s3cret@db.internal:5432/app'], 'the file wins over the environment; its first line');
   t.equal(resolveDatabaseUrl({ env }).source, 'DATABASE_URL');
-  t.same(resolveDatabaseUrl({ env: { PGHOST: 'pg-host', PGDATABASE: 'pgdb' } }), { url: 'postgres://pg-host/pgdb', source: 'PG* environment variables' });
+  t.same(resolveDatabaseUrl({ env: { PGHOST: 'pg-host', PGDATABASE: 'pgdb' } }), { url: 'postgres://localhost/pgdb?host=pg-host', source: 'PG* environment variables' });
   t.equal(code(() => resolveDatabaseUrl({ databaseUrl: 'postgres://a@h/db', databaseUrlFile: secret, env })), 'RELAY_ERR_INVALID_ARGUMENT', 'both flags: refused, never a silent choice');
   t.equal(code(() => resolveDatabaseUrl({ env: {} })), 'RELAY_ERR_INVALID_ARGUMENT', 'nothing given: refused with what to give');
 });
@@ -53,14 +56,28 @@ t.test('a URL file must be the owner’s alone, a regular file, and not empty', 
   symlinkSync(target, link);
   t.equal(code(() => resolveDatabaseUrl({ databaseUrlFile: link, env: {} })), 'RELAY_ERR_INVALID_ARGUMENT', 'a symbolic link: refused');
   t.equal(resolveDatabaseUrl({ databaseUrlFile: file('readonly', 'postgres://a:b@h/db', 0o400), env: {} }).url, 'postgres://a:b@h/db', '0400 is fine');
+  t.equal(resolveDatabaseUrl({ databaseUrlFile: file('crlf', 'postgres://a:b@h/db\r\n', 0o600), env: {} }).url, 'postgres://a:b@h/db', 'a CRLF line end is not part of the URL');
+  const fifo = join(dir, 'fifo');
+  execFileSync('mkfifo', ['-m', '600', fifo]);
+  t.equal(code(() => resolveDatabaseUrl({ databaseUrlFile: fifo, env: {} })), 'RELAY_ERR_INVALID_ARGUMENT', 'a named pipe: refused at once, not waited on (review: it hung)');
 });
 
 t.test('libpq variables: escaped, IPv6, Unix sockets, sslmode', async (t) => {
   t.equal(urlFromPgEnv({}), undefined, 'none set: not a source');
   t.equal(urlFromPgEnv({ PGUSER: 'only-user' }), undefined, 'a user alone names no database');
-  t.equal(urlFromPgEnv({ PGHOST: 'db', PGPORT: '6432', PGUSER: 'rea der', PGPASSWORD: 'p@ss:w/rd', PGDATABASE: 'app', PGSSLMODE: 'verify-full' }), 'postgres://rea%20der:p%40ss%3Aw%2Frd@db:6432/app?sslmode=verify-full');
-  t.equal(urlFromPgEnv({ PGHOST: '::1', PGDATABASE: 'app' }), 'postgres://[::1]/app');
-  t.equal(urlFromPgEnv({ PGHOST: '/var/run/postgresql', PGPORT: '5433', PGUSER: 'r', PGDATABASE: 'app' }), 'postgres://r@localhost:5433/app?host=%2Fvar%2Frun%2Fpostgresql');
+  // what node-postgres reads back from the URL built (its own parser)
+  const read = (env: NodeJS.ProcessEnv) => {
+    const c = parseConnectionString(urlFromPgEnv(env) as string);
+    return { host: c.host, port: c.port, user: c.user, password: c.password, database: c.database };
+  };
+  t.same(read({ PGHOST: 'db', PGPORT: '6432', PGUSER: 'rea der', PGPASSWORD: 'p@ss:w/rd#?%', PGDATABASE: 'my app', PGSSLMODE: 'verify-full' }), { host: 'db', port: '6432', user: 'rea der', password: 'p@ss:w/rd#?%', database: 'my app' });
+  t.same(read({ PGHOST: '::1', PGDATABASE: 'app' }).host, '::1');
+  t.same(read({ PGHOST: '[::1]', PGDATABASE: 'app' }).host, '::1', 'an IPv6 address already in brackets');
+  t.same(read({ PGHOST: 'fe80::1%eth0', PGDATABASE: 'app' }).host, 'fe80::1%eth0', 'with its zone');
+  t.same(read({ PGHOST: '/var/run/postgresql', PGPORT: '5433', PGUSER: 'r', PGDATABASE: 'app' }), { host: '/var/run/postgresql', port: '5433', user: 'r', password: '', database: 'app' });
+  t.equal(code(() => urlFromPgEnv({ PGHOST: 'db', PGPORT: '5432/evil?host=/tmp' })), 'RELAY_ERR_INVALID_ARGUMENT', 'a PGPORT that is not a port is refused (no URL syntax gets in)');
+  t.equal(code(() => urlFromPgEnv({ PGHOST: 'h1,h2', PGDATABASE: 'app' })), 'RELAY_ERR_INVALID_ARGUMENT', 'several hosts: refused, not read as one name');
+  t.equal(code(() => urlFromPgEnv({ PGDATABASE: 'a#b' })), 'RELAY_ERR_INVALID_ARGUMENT', 'a database name the URL cannot carry: refused, not changed');
 });
 
 t.test('the CLI: a refused source exits 2 and says why; the source (never the URL) is logged', async (t) => {
