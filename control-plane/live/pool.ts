@@ -78,7 +78,9 @@ export class LiveConnections<C extends object> {
     if (this.retired.get(orgId)?.includes(key)) throw this.credentialChanged();
     let pool = this.pools.get(orgId);
     if (pool && pool.key !== key) {
-      this.retire(orgId, pool);
+      // another version of the credential, or its host resolved elsewhere (several addresses):
+      // the old pool ends; its key is retired only when the credential is replaced or deleted (forget)
+      this.closePool(pool);
       pool = undefined;
     }
     if (!pool) {
@@ -100,13 +102,13 @@ export class LiveConnections<C extends object> {
         this.wake(pool);
         throw err;
       }
-      if (pool.closed) {
-        // the credential changed while this connection was opening: it is of the old credential
+      if (pool.closed && this.retired.get(orgId)?.includes(key)) {
+        // the credential was replaced or deleted while this connection was opening: it is of the old one
         pool.open--;
         this.end(client);
         throw this.credentialChanged();
       }
-      return client;
+      return client; // (a pool ended for another address: this connection serves its statement, then ends)
     }
     const waiting = pool;
     const client = await new Promise<C | undefined>((resolve) => {
@@ -131,8 +133,8 @@ export class LiveConnections<C extends object> {
       throw signal.reason;
     }
     if (client) return client;
-    if (waiting.closed) throw this.credentialChanged();
-    if (waiting.open < this.max) return this.acquire(orgId, key, open, deadline, signal); // a place came free
+    // a place came free, or the pool ended: asked again (a retired key is refused there)
+    if (waiting.closed || waiting.open < this.max) return this.acquire(orgId, key, open, deadline, signal);
     throw new ApiError('service_unavailable', `this organization's ${this.max} connections to its ${this.driver.kind} database were all busy until the statement's deadline; nothing ran: retry, or send fewer statements at once`, {
       connector_kind: this.driver.kind,
       retry_after_seconds: 1,

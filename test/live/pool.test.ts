@@ -1,0 +1,68 @@
+/**
+ * The live-connection pool on its own (live/pool.ts), with stand-in connections: a key that
+ * changes because the host resolved to another address is not a retired credential (a host with
+ * several addresses alternates keys, and its statements must keep running), while a key retired by
+ * forget() (the credential replaced or deleted) is refused, to waiters too.
+ */
+import t from 'tap';
+import { LiveConnections, type PoolDriver } from '../../control-plane/live/pool.js';
+
+interface Conn {
+  readonly id: number;
+  ended: boolean;
+}
+
+function pool(max = 1): { conns: LiveConnections<Conn>; opened: Conn[] } {
+  const opened: Conn[] = [];
+  const driver: PoolDriver<Conn> = { kind: 'postgres', end: (c) => void (c.ended = true), watch: () => undefined };
+  return { conns: new LiveConnections(driver, max, 60_000), opened };
+}
+
+t.test('keys alternating between addresses keep working; a forgotten credential does not', async (t) => {
+  const { conns, opened } = pool();
+  t.teardown(() => conns.close());
+  const open = async (): Promise<Conn> => {
+    const c = { id: opened.length, ended: false };
+    opened.push(c);
+    return c;
+  };
+  const soon = () => Date.now() + 1000;
+  for (const key of ['v1@10.0.0.1', 'v1@10.0.0.2', 'v1@10.0.0.1', 'v1@10.0.0.2']) {
+    const c = await conns.acquire('org', key, open, soon());
+    t.ok(c, `a connection under ${key}`);
+    conns.release('org', key, c, true);
+  }
+  t.equal(opened.filter((c) => !c.ended).length, 1, 'the pools of the other address were ended, not kept');
+
+  // the credential replaced: its key is retired, for waiters too
+  const held = await conns.acquire('org', 'v1@10.0.0.2', open, soon());
+  const waiting = conns.acquire('org', 'v1@10.0.0.2', open, soon()).then(
+    () => 'got one',
+    (err: { details?: { reason?: string } }) => err.details?.reason ?? 'error',
+  );
+  conns.forget('org');
+  t.equal(await waiting, 'credential_changed', 'a waiter of the replaced credential gets 503 credential_changed');
+  const late = await conns.acquire('org', 'v1@10.0.0.2', open, soon()).then(
+    () => 'got one',
+    (err: { details?: { reason?: string } }) => err.details?.reason ?? 'error',
+  );
+  t.equal(late, 'credential_changed', 'and so does a late statement holding the old version');
+  conns.release('org', 'v1@10.0.0.2', held, true);
+  t.ok(held.ended, 'the connection in use when the credential changed is ended when given back');
+  const fresh = await conns.acquire('org', 'v2@10.0.0.2', open, soon());
+  t.notOk(fresh.ended, 'the new version opens normally');
+});
+
+t.test('a waiter stops at once when its statement is revoked', async (t) => {
+  const { conns } = pool();
+  t.teardown(() => conns.close());
+  const open = async (): Promise<Conn> => ({ id: 0, ended: false });
+  const held = await conns.acquire('org', 'k', open, Date.now() + 5000);
+  const ac = new AbortController();
+  const waiting = conns.acquire('org', 'k', open, Date.now() + 5000, ac.signal);
+  const started = Date.now();
+  ac.abort(new Error('revoked'));
+  await t.rejects(waiting, { message: 'revoked' }, "the signal's reason");
+  t.ok(Date.now() - started < 1000, 'not at the deadline');
+  conns.release('org', 'k', held, true);
+});
