@@ -102,6 +102,11 @@ export class LiveConnections<C extends object> {
         this.wake(pool);
         throw err;
       }
+      if (signal?.aborted) {
+        // revoked or expired while the connection was being opened: it waits in the pool, nothing runs
+        this.release(orgId, key, client, true);
+        throw signal.reason;
+      }
       if (pool.closed && this.retired.get(orgId)?.includes(key)) {
         // the credential was replaced or deleted while this connection was opening: it is of the old one
         pool.open--;

@@ -127,11 +127,6 @@ export class PostgresConnector implements LiveConnector {
 
     const key = poolKey([ctx.credential.version ?? null, secret, ctx.credential.options, address]);
     const client = await this.connections.acquire(ctx.orgId, key, () => connect(settings, tlsFor(url, opts), opts.sslmode === 'prefer', secret, url), deadline, ctx.signal);
-    if (ctx.signal.aborted) {
-      // revoked or expired while the connection was being opened: nothing runs
-      this.connections.release(ctx.orgId, key, client, true);
-      throw ctx.signal.reason;
-    }
     const pid = (client as unknown as { processID?: number }).processID;
     let timedOut = false;
     let cancelling: Promise<void> | undefined;

@@ -84,6 +84,11 @@ export class TunnelRegistry {
     const t = this.live.get(relayId);
     if (!t) return;
     this.live.delete(relayId);
+    this.drain(t, message);
+  }
+
+  /** `t` takes no new streams; its running ones finish, then it closes (after drainTimeoutMs at the latest). */
+  private drain(t: LiveTunnel, message: string): void {
     this.draining.add(t);
     t.session.closed.then(() => this.draining.delete(t), () => this.draining.delete(t));
     void t.session.drain({ timeoutMs: this.drainTimeoutMs, message });
@@ -103,9 +108,7 @@ export class TunnelRegistry {
     const previous = this.live.get(t.relayId);
     this.live.set(t.relayId, t);
     if (!previous || previous === t) return;
-    this.draining.add(previous);
-    previous.session.closed.then(() => this.draining.delete(previous), () => this.draining.delete(previous));
-    void previous.session.drain({ timeoutMs: this.drainTimeoutMs, message: 'replaced by a newer connection' });
+    this.drain(previous, 'replaced by a newer connection');
   }
 
   /** @internal */
@@ -168,7 +171,6 @@ export interface TunnelOptions {
 export interface TunnelListener {
   readonly registry: TunnelRegistry;
   readonly port: number;
-  readonly leases: TunnelLeases | undefined;
   close(): Promise<void>;
 }
 
@@ -347,7 +349,6 @@ export async function startTunnelListener(o: TunnelOptions): Promise<TunnelListe
   return {
     registry,
     port,
-    leases,
     close: async () => {
       await leases?.stop();
       registry.closeAll();

@@ -66,3 +66,20 @@ t.test('a waiter stops at once when its statement is revoked', async (t) => {
   t.ok(Date.now() - started < 1000, 'not at the deadline');
   conns.release('org', 'k', held, true);
 });
+
+t.test('a statement revoked while its connection opens runs nothing; the connection is kept for the next', async (t) => {
+  const { conns, opened } = pool();
+  t.teardown(() => conns.close());
+  const ac = new AbortController();
+  const open = async (): Promise<Conn> => {
+    const c = { id: opened.length, ended: false };
+    opened.push(c);
+    ac.abort(new Error('revoked while opening'));
+    return c;
+  };
+  await t.rejects(conns.acquire('org', 'k', open, Date.now() + 5000, ac.signal), { message: 'revoked while opening' });
+  const next = await conns.acquire('org', 'k', async () => Promise.reject(new Error('should reuse')), Date.now() + 5000);
+  t.equal(next, opened[0], 'the next statement reuses the connection opened for it');
+  t.notOk(next.ended);
+  conns.release('org', 'k', next, true);
+});

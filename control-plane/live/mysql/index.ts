@@ -165,11 +165,6 @@ export class MysqlConnector implements LiveConnector {
 
     const key = poolKey([ctx.credential.version ?? null, secret, ctx.credential.options, address]);
     const conn = await this.connections.acquire(ctx.orgId, key, () => connect(settings(), secret, url), deadline, ctx.signal);
-    if (ctx.signal.aborted) {
-      // revoked or expired while the connection was being opened: nothing runs
-      this.connections.release(ctx.orgId, key, conn, true);
-      throw ctx.signal.reason;
-    }
     const threadId = conn.threadId;
     let timedOut = false;
     let killing: Promise<void> | undefined;
