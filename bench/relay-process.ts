@@ -13,7 +13,7 @@ import { promisify } from 'node:util';
 import type { SvcApp } from '../control-plane/app.js';
 import { loadConfig as loadRelayConfig } from '../relay-agent/index.js';
 
-const RELAY_CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../cli/svc-relay.js');
+const DEFAULT_RELAY_CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../cli/svc-relay.js');
 
 export interface RelayProcess {
   readonly relayId: string;
@@ -33,8 +33,11 @@ export async function startRelay(opts: {
   readonly args?: readonly string[];
   /** node options for the relay process (e.g. --cpu-prof) */
   readonly nodeArgs?: readonly string[];
+  /** the compiled svc-relay CLI (default: dist/cli/svc-relay.js beside this compiled file) */
+  readonly cli?: string;
 }): Promise<RelayProcess> {
   const { svc, base, key } = opts;
+  const RELAY_CLI = opts.cli ?? DEFAULT_RELAY_CLI;
   const tok = await svc.app.inject({ method: 'POST', url: '/v1/relays/enroll-token', payload: {}, headers: { authorization: `Bearer ${key}` } });
   if (tok.statusCode !== 201 && tok.statusCode !== 200) throw new Error(`enroll token refused: ${tok.statusCode} ${tok.body}`);
   const token = (JSON.parse(tok.body) as { token: string }).token;

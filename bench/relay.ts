@@ -20,6 +20,11 @@
  * median of the per-round ratios, so drift on a shared machine hits both sides alike. Every
  * answer is checked (the right row, the same bytes on both paths): a wrong one voids the run.
  *
+ * A huge result (BENCH_RELAY_HUGE_MB, default 1024 on PostgreSQL) is then streamed to a consumer
+ * that reads at most BENCH_RELAY_SLOW_MBS MB/s (default 32) while the relay's RSS is sampled.
+ * The relay through the HTTP API is also held against a `postgres` live target on the same
+ * database through the same API (the control plane's own pooled connections).
+ *
  * Env: BENCH_RELAY_SECONDS (per measurement and round, default 1.5), BENCH_RELAY_LARGE_MB
  * (default 64 on PostgreSQL, 16 on PGlite), BENCH_RELAY_POOL (default 8), BENCH_RELAY_CPU_PROF=<dir> (run the
  * relay with --cpu-prof into <dir>), BENCH_RELAY_STORE=postgres (the control plane's own store on
@@ -43,6 +48,10 @@ const POOL = Number(process.env['BENCH_RELAY_POOL'] ?? 8);
 const CPU_PROF = process.env['BENCH_RELAY_CPU_PROF'];
 const STORE = process.env['BENCH_RELAY_STORE'] === 'postgres' ? 'postgres' : 'embedded';
 const SMALL_ROWS = 10_000;
+/** MB of the result streamed to a slow consumer while the relay's RSS is sampled (default 1024 on PostgreSQL, 128 on PGlite; 0 skips) */
+const HUGE_MB = process.env['BENCH_RELAY_HUGE_MB'] === undefined ? undefined : Number(process.env['BENCH_RELAY_HUGE_MB']);
+/** the slow consumer's pace, MB/s */
+const SLOW_MBS = Number(process.env['BENCH_RELAY_SLOW_MBS'] ?? 32);
 const FETCH = 500; // the relay executor's default FETCH size, used by the direct cursor read too
 
 // ------------------------------------------------------------------ measurement helpers
@@ -166,6 +175,8 @@ interface Rig {
   readonly key: string;
   readonly relayId: string;
   readonly connectionId: string;
+  /** a `postgres` live-target connection to the same database */
+  readonly pgConnectionId: string;
   readonly relay: RelayProcess;
   readonly dataDir: string;
   /** the control plane's own store, when it runs on PostgreSQL (BENCH_RELAY_STORE=postgres) */
@@ -200,6 +211,7 @@ async function setUp(largeMaxBytes: number): Promise<Rig> {
     SVC_RATE_LIMIT: '100000',
     SVC_SIGNUP_RATE_LIMIT: '100000',
     SVC_DEMO_WORKERS: '1',
+    SVC_LIVE_ALLOW_PRIVATE: '1', // the `postgres` live target below reads the same local database
     ...(storeDb ? { DATABASE_URL: storeDb.url } : {}),
   });
   const svc = await buildApp(config, { awaitDemo: true }); // the demo engine idles during the measurements
@@ -227,7 +239,14 @@ async function setUp(largeMaxBytes: number): Promise<Rig> {
   const conn = await svc.app.inject({ method: 'POST', url: '/v1/connections', payload: { target_id: 'postgres-relay', scopes: [`relay:${relayId}`, 'read:public.orders'], tier: 'container', ttl_seconds: 3600 }, headers: auth });
   if (conn.statusCode !== 201) throw new Error(`connection refused: ${conn.statusCode} ${conn.body}`);
   const connectionId = (JSON.parse(conn.body) as { connectionId: string }).connectionId;
-  return { db, svc, base, key, relayId, connectionId, relay, dataDir, storeDb };
+  // the same database as a `postgres` live target (the control plane's own pooled connections):
+  // the relay's API path is held against it, so the control plane's part is the same on both
+  const cred = await svc.app.inject({ method: 'POST', url: '/v1/connections/credentials', payload: { connector_kind: 'postgres', secret: `${db.url}${db.url.includes('?') ? '&' : '?'}sslmode=disable` }, headers: auth });
+  if (cred.statusCode !== 201 && cred.statusCode !== 200) throw new Error(`postgres credential refused: ${cred.statusCode} ${cred.body}`);
+  const pgConn = await svc.app.inject({ method: 'POST', url: '/v1/connections', payload: { target_id: 'postgres', scopes: ['read:public.orders'], ttl_seconds: 3600 }, headers: auth });
+  if (pgConn.statusCode !== 201) throw new Error(`postgres connection refused: ${pgConn.statusCode} ${pgConn.body}`);
+  const pgConnectionId = (JSON.parse(pgConn.body) as { connectionId: string }).connectionId;
+  return { db, svc, base, key, relayId, connectionId, pgConnectionId, relay, dataDir, storeDb };
 }
 
 async function tearDown(r: Rig): Promise<void> {
@@ -300,13 +319,20 @@ async function main(): Promise<void> {
     const rows = (r.json as { rows?: { id?: number }[] }).rows;
     check(r.status === 200 && rows?.[0]?.id === id, `api ${id}: ${r.status} ${JSON.stringify(r.json).slice(0, 200)}`);
   };
+  const pgQueryPath = `/v1/connections/${rig.pgConnectionId}/query`;
+  const viaApiPostgres = async (k: number) => {
+    const { sql, id } = smallSql(k);
+    const r = await postJson(rig.base, pgQueryPath, rig.key, { sql });
+    const rows = (r.json as { rows?: { id?: number }[] }).rows;
+    check(r.status === 200 && rows?.[0]?.id === id, `api-postgres ${id}: ${r.status} ${JSON.stringify(r.json).slice(0, 200)}`);
+  };
 
   process.stderr.write(`relay bench: customer database ${rig.db.kind}, pool ${POOL} connections on both paths, ${ROUNDS} rounds of ${SECONDS} s per measurement\n`);
   // warm up every path (JIT, pools, TLS session)
-  for (const f of [viaDirect, viaExecutor, viaTunnel, viaApi]) await closedLoop(8, 0.7, f);
+  for (const f of [viaDirect, viaExecutor, viaTunnel, viaApi, viaApiPostgres]) await closedLoop(8, 0.7, f);
 
-  type Path = 'direct' | 'executor' | 'tunnel' | 'api';
-  const paths: Record<Path, (k: number) => Promise<void>> = { direct: viaDirect, executor: viaExecutor, tunnel: viaTunnel, api: viaApi };
+  type Path = 'direct' | 'executor' | 'tunnel' | 'api' | 'apiPostgres';
+  const paths: Record<Path, (k: number) => Promise<void>> = { direct: viaDirect, executor: viaExecutor, tunnel: viaTunnel, api: viaApi, apiPostgres: viaApiPostgres };
   const runs = new Map<string, Run[]>(); // `${path}@${concurrency}`
   const relayCpu = new Map<number, { s: number; n: number }>(); // relay CPU over the tunnel runs
   const relayPid = rig.relay.child.pid ?? 0;
@@ -324,7 +350,7 @@ async function main(): Promise<void> {
       }
     }
   }
-  const small = (p: Path, c: number): Summary => summarize(runs.get(`${p}@${c}`) ?? [], runs.get(`direct@${c}`) ?? []);
+  const small = (p: Path, c: number, base: Path = 'direct'): Summary => summarize(runs.get(`${p}@${c}`) ?? [], runs.get(`${base}@${c}`) ?? []);
   local.close();
   localRelay.close();
   await localExec.close();
@@ -389,6 +415,37 @@ async function main(): Promise<void> {
   }
   clearInterval(sampler);
   const mem = await memoryOf(rig.relay.child.pid ?? 0);
+
+  // a huge result to a slow consumer (read at most SLOW_MBS MB/s): the relay must hold the
+  // database back rather than buffer, so its RSS stays flat whatever the size
+  const hugeMb = HUGE_MB ?? (rig.db.kind === 'postgres' ? 1024 : 128);
+  let huge: { rows: number; bytes: number; s: number; rssMax: number; rssStart: number } | null = null;
+  if (hugeMb > 0) {
+    const hugeRows = Math.round((hugeMb * 1024 * 1024) / 204);
+    const hugeSql = `SELECT g, repeat(md5(g::text), 6) || left(md5(g::text), 4) AS pad FROM generate_series(1, ${hugeRows}) g`;
+    const rssStart = (await memoryOf(relayPid)).rss;
+    let rssMax = rssStart;
+    const hugeSampler = setInterval(() => {
+      void memoryOf(relayPid).then(
+        (m) => (rssMax = Math.max(rssMax, m.rss)),
+        () => undefined,
+      );
+    }, 100);
+    const t0 = performance.now();
+    let bytes = 0;
+    let rows = 0;
+    for await (const ev of session().openStream(open(hugeSql, hugeRows + 1, 4 * 1024 * 1024 * 1024))) {
+      if (ev.type !== 'rows') continue;
+      for (const row of ev.rows) bytes += rowBytes(row as readonly Value[]);
+      rows += ev.rows.length;
+      const ahead = bytes / (SLOW_MBS * 1024 * 1024) - (performance.now() - t0) / 1000;
+      if (ahead > 0.005) await new Promise((r) => setTimeout(r, ahead * 1000));
+    }
+    clearInterval(hugeSampler);
+    rssMax = Math.max(rssMax, (await memoryOf(relayPid)).rss);
+    check(rows === hugeRows, `huge: ${rows} of ${hugeRows} rows`);
+    huge = { rows, bytes, s: (performance.now() - t0) / 1000, rssMax, rssStart };
+  }
   await direct.end();
   await tearDown(rig);
   if (errors > 0) throw new Error(`${errors} wrong answers: the numbers are void`);
@@ -408,9 +465,19 @@ async function main(): Promise<void> {
         label: `small query, ${c} concurrent, ${name}`,
         value: `${Math.round(r.qps)} q/s (${f2(r.ratio)}× direct); p50 ${f2(r.p50)} ms, p99 ${f2(r.p99)} ms; added p50 ${f2(r.p50 - d.p50)} ms, p99 ${f2(r.p99 - d.p99)} ms${cpu}`,
         baseline: `direct pg ${Math.round(d.qps)} q/s; p50 ${f2(d.p50)} ms, p99 ${f2(d.p99)} ms`,
-        ...(c === 32 && p !== 'executor' ? { target: { text: '≥ 0.5× direct', pass: r.ratio >= 0.5 } } : {}),
+        ...(c === 32 && p === 'tunnel' ? { target: { text: '≥ 0.5× direct', pass: r.ratio >= 0.5 } } : {}),
       });
     }
+    // the relay through the API against the `postgres` live target through the API: the same
+    // control-plane path, so the difference is the tunnel's own price
+    const viaPg = small('apiPostgres', c);
+    const rel = small('api', c, 'apiPostgres');
+    results.push({
+      label: `small query, ${c} concurrent, HTTP API: postgres-relay against a postgres live target on the same database`,
+      value: `${Math.round(rel.qps)} q/s, p50 ${f2(rel.p50)} ms: each query costs ${f2(1 / rel.ratio)}× the postgres target's`,
+      baseline: `postgres live target ${Math.round(viaPg.qps)} q/s; p50 ${f2(viaPg.p50)} ms`,
+      ...(c === 32 ? { target: { text: '≤ 1.25× the postgres target', pass: 1 / rel.ratio <= 1.25 } } : {}),
+    });
   }
   const largeRatio = median(large.map((l) => mbs(l.tunnel) / mbs(l.direct)));
   const lt = large[0]?.tunnel ?? { bytes: 0, rows: 0, s: 1 };
@@ -420,6 +487,14 @@ async function main(): Promise<void> {
     baseline: `direct pg cursor (FETCH ${FETCH}) ${f1(median(large.map((l) => mbs(l.direct))))} MB/s`,
     target: { text: '≥ 0.6× direct', pass: largeRatio >= 0.6 },
   });
+  if (huge) {
+    results.push({
+      label: `relay RSS while ${f1(huge.bytes / 1024 / 1024)} MB of values (${huge.rows} rows) stream to a slow consumer (${f1(huge.bytes / 1024 / 1024 / huge.s)} MB/s)`,
+      value: `at most ${f1(huge.rssMax)} MB`,
+      baseline: `${f1(huge.rssStart)} MB before it`,
+      target: { text: '< 150 MB', pass: huge.rssMax < 150 },
+    });
+  }
   const peak = Math.max(mem.hwm, relayRssMax);
   results.push({
     label: 'relay peak RSS (VmHWM of the svc-relay process, whole run)',

@@ -481,8 +481,11 @@ export class IncomingQuery {
     const queued = this._queue;
     this._queue = [];
     this.#session._dropQueued(this, queued);
-    const reason = err ?? protoError('PROTO_ERR_STREAM_STATE', 'stream has ended');
-    for (const p of queued) p.done?.reject(reason);
+    if (queued.length > 0) {
+      // (built only when a write is waiting: an Error's stack costs microseconds on every stream)
+      const reason = err ?? protoError('PROTO_ERR_STREAM_STATE', 'stream has ended');
+      for (const p of queued) p.done?.reject(reason);
+    }
     if (err && !this.signal.aborted) this.#abort.abort(err);
     this.#session._unregister(this.id);
   }

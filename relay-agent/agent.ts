@@ -503,6 +503,9 @@ export function wsDialer(material: DialMaterial | (() => DialMaterial), o: WsDia
         ...tlsClientOptions({ keyPem: cfg.keyPem, certPem: cfg.certPem, caCertPem: cfg.caCertPem }),
         ...(isIP(host) ? {} : { servername: host }),
         maxPayload: o.maxPayload ?? 1024 * 1024 + 12,
+        // the tunnel carries its own framing and credit; compression would only add zlib buffers
+        // per connection (the control plane declines it anyway)
+        perMessageDeflate: false,
         handshakeTimeout: o.handshakeTimeoutMs ?? 10_000,
         headers: { 'user-agent': RELAY_AGENT_VERSION, 'x-svc-relay-id': cfg.relay_id },
       });

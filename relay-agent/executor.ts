@@ -2,19 +2,19 @@
  * Runs one tunnel query on the customer's database under the relay's OWN ceiling, whatever the
  * control plane asks: one statement (extended protocol), a READ ONLY transaction, a
  * statement_timeout (the smaller of the requested deadline and our maximum), row and byte
- * limits, results read through a cursor `FETCH n` at a time and streamed with
- * `incoming.sendRows` (which waits for credit, so memory stays bounded), ROLLBACK always, and
- * cancellation at the database (pg_cancel_backend on a separate connection, 2 s to connect)
- * when the stream is cancelled or its deadline passes while one of our statements runs, never
- * after the query failed or finished by itself.
+ * limits, and cancellation at the database (the protocol's CancelRequest) when the stream is
+ * cancelled, its deadline passes or a cap stops the read while the statement still runs.
  *
- * Round trips: the pool's connections are pipelined (pg's `pipeline` mode: each query is sent
- * without waiting for the previous answer, each with its own Sync), so the prologue
- * `BEGIN READ ONLY; SET LOCAL statement_timeout; SELECT pg_backend_pid()` (our fixed text, one
- * simple-protocol message), the DECLARE of the agent's statement and the first FETCH go out
- * together; a small result costs one round trip plus a ROLLBACK that overlaps sending it. A
- * large result keeps one FETCH ahead of the batch being sent (two batches in memory at most).
+ * One write and one round trip per query (see PortalQuery): BEGIN READ ONLY, the timeout, the
+ * statement as a portal executed with a row limit of the cap plus one, ROLLBACK and Sync go out
+ * together; a small result costs what a direct `pg` query costs plus three trivial statements
+ * the database runs in the same pass. A large result is not paged with FETCH: the rows flow as
+ * the database sends them, and while more than about 1 MiB (or two batches of `fetchRows` rows)
+ * waits for the stream's credit the socket is paused, so TCP holds the database back and the
+ * relay's memory stays bounded whatever the consumer's speed.
  */
+import { createRequire } from 'node:module';
+import { connect } from 'node:net';
 import pg from 'pg';
 import type { Column, IncomingQuery, Row, Value } from '../protocol/index.js';
 import { guardPgClient, pgConnectionGuard, type ConnectionGuard, type PgClientLike } from '../protocol/wire-guard.js';
@@ -26,7 +26,7 @@ export interface ExecutorLimits {
   maxRows: number;
   /** most value bytes returned (default 64 MiB, estimated from the decoded values); more is truncated */
   maxBytes: number;
-  /** rows per FETCH / sendRows batch (default 500) */
+  /** rows per sendRows batch (default 500) */
   fetchRows: number;
 }
 
@@ -48,7 +48,7 @@ export interface Executor {
   readonly limits: ExecutorLimits;
   /** queries running now */
   readonly inflight: number;
-  /** pg_cancel_backend calls made (stream cancelled or deadline passed while a statement ran) */
+  /** CancelRequests sent (stream cancelled, deadline passed or a byte cap reached while the statement ran) */
   readonly cancels: number;
   readonly pool: pg.Pool;
   close(): Promise<void>;
@@ -61,7 +61,7 @@ interface PgErrorLike {
 }
 
 const CURSOR_KEYWORDS = new Set(['select', 'values', 'with', 'table']);
-/** connect and query timeout of the pg_cancel_backend side connection */
+/** how long a CancelRequest socket may take to connect and be closed by the server */
 const CANCEL_TIMEOUT_MS = 2000;
 
 /** first keyword of a statement, skipping whitespace, comments and opening parentheses */
@@ -127,16 +127,6 @@ function mapError(err: unknown): { code: string; message: string; retryable?: bo
   return { code: 'RELAY_ERR_QUERY', message: msg };
 }
 
-/** a statement's answer, read row by row (see sendRows) */
-interface Got {
-  rows: unknown[][];
-  fields: pg.FieldDef[];
-  command?: string;
-  rowCount: number | null;
-  /** the wire guard closed the connection before the statement finished */
-  stopped: boolean;
-}
-
 /**
  * A pg Client whose every message, from the startup on, passes the wire guard (protocol/): a
  * database's message larger than the budget of the read in progress (16 MiB between reads) is
@@ -149,10 +139,175 @@ class GuardedClient extends pg.Client {
   }
 }
 
+/** pg's Connection, as a custom query writes to it (pg/lib/connection.js) */
+interface PgWire {
+  stream: { cork?: () => void; uncork?: () => void };
+  parse(m: { text: string; name?: string; types?: number[] }): void;
+  bind(m: { portal?: string; statement?: string; values?: unknown[]; binary?: boolean; valueMapper?: (v: unknown) => unknown }): void;
+  describe(m: { type: 'P' | 'S'; name?: string }): void;
+  execute(m: { portal?: string; rows?: number }): void;
+  sync(): void;
+  sendCopyFail(msg: string): void;
+}
+
+/** pg's own mapping of a parameter value to its text (arrays, dates, buffers, objects as JSON) */
+const prepareValue = (createRequire(import.meta.url)('pg/lib/utils.js') as { prepareValue: (v: unknown) => unknown }).prepareValue;
+
+/** pg's Result (pg/lib/result.js): the row parsers of a RowDescription, and CommandComplete's tag */
+interface PgResult {
+  command: string | null;
+  rowCount: number | null;
+  addFields(f: pg.FieldDef[]): void;
+  parseRow(values: (string | null)[]): unknown[];
+  addCommandComplete(msg: unknown): void;
+}
+
+/** what one query's messages report, in the order the database sends them */
+interface PortalSink {
+  columns(fields: pg.FieldDef[]): void;
+  /** a row of the agent's statement (false: stop parsing the rest) */
+  row(row: unknown[]): void;
+  /** the statement finished (`more`: rows were left when the row limit was reached) */
+  done(command: string | undefined, rowCount: number | null, more: boolean): void;
+  /** pg failed the query: an ErrorResponse, a lost connection, a row that would not parse */
+  error(err: unknown): void;
+  /** ReadyForQuery: everything written for this query was answered */
+  ready(): void;
+}
+
+/**
+ * One query as ONE write and ONE round trip (a custom pg query, as pg-cursor is one), in the
+ * extended protocol: `BEGIN READ ONLY`; `SELECT set_config('statement_timeout', …, true)` (a
+ * SELECT takes the transaction's snapshot, after which nothing can switch it to read-write);
+ * the agent's statement as the unnamed portal, executed with a row limit of the cap plus one
+ * (so a larger result ends as PortalSuspended: truncated, never read past the cap); `ROLLBACK`;
+ * Sync. After an error the database skips to the Sync, and the caller rolls back. Every message
+ * is in its own transaction, so it works behind a transaction-pooling pooler (PgBouncer) too.
+ */
+class PortalQuery {
+  #phase = 0; // executes answered: 0 BEGIN, 1 set_config, 2 the statement, 3 ROLLBACK
+  readonly #result = new (pg as unknown as { Result: new (rowMode: 'array') => PgResult }).Result('array');
+  #failed = false;
+
+  constructor(
+    private readonly statement: string,
+    private readonly params: unknown[],
+    private readonly timeoutMs: number,
+    private readonly rowLimit: number,
+    private readonly sink: PortalSink,
+  ) {}
+
+  submit(c: PgWire): Error | null {
+    c.stream.cork?.();
+    try {
+      c.parse({ text: 'BEGIN READ ONLY' });
+      c.bind({});
+      c.execute({});
+      c.parse({ text: `SELECT set_config('statement_timeout', '${this.timeoutMs}', true)` });
+      c.bind({});
+      c.execute({});
+      c.parse({ text: this.statement });
+      c.bind({ values: this.params, valueMapper: prepareValue });
+      c.describe({ type: 'P' });
+      c.execute({ rows: this.rowLimit });
+      c.parse({ text: 'ROLLBACK' });
+      c.bind({});
+      c.execute({});
+      c.sync();
+    } catch (err) {
+      // a parameter pg cannot map: nothing sensible was written; the caller drops the connection
+      return err instanceof Error ? err : new Error(String(err));
+    } finally {
+      c.stream.uncork?.();
+    }
+    return null;
+  }
+
+  handleRowDescription(msg: { fields: pg.FieldDef[] }): void {
+    if (this.#phase !== 2) return;
+    this.#result.addFields(msg.fields);
+    this.sink.columns(msg.fields);
+  }
+
+  handleDataRow(msg: { fields: (string | null)[] }): void {
+    if (this.#phase !== 2 || this.#failed) return; // (set_config's row)
+    let row: unknown[];
+    try {
+      row = this.#result.parseRow(msg.fields);
+    } catch (err) {
+      this.#failed = true;
+      this.sink.error(err);
+      return;
+    }
+    this.sink.row(row);
+  }
+
+  handlePortalSuspended(): void {
+    if (this.#phase++ === 2) this.sink.done(undefined, null, true);
+  }
+
+  handleCommandComplete(msg: unknown): void {
+    if (this.#phase++ !== 2) return;
+    this.#result.addCommandComplete(msg);
+    this.sink.done(this.#result.command ?? undefined, this.#result.rowCount, false);
+  }
+
+  handleEmptyQuery(): void {
+    if (this.#phase++ === 2) this.sink.done(undefined, null, false);
+  }
+
+  handleError(err: unknown): void {
+    if (this.#failed) return;
+    this.#failed = true;
+    this.sink.error(err);
+  }
+
+  handleReadyForQuery(): void {
+    if (!this.#failed) this.sink.ready();
+  }
+
+  handleCopyInResponse(c: PgWire): void {
+    c.sendCopyFail('COPY is not supported through the relay');
+  }
+
+  handleCopyData(): void {}
+}
+
+/**
+ * Cancels the statement running on a connection with the protocol's CancelRequest (the key from
+ * the connection's BackendKeyData; behind a pooler, the pooler's key, which it forwards): a
+ * plain 16-byte message on a new socket, no authentication, bounded by `timeoutMs`.
+ */
+function sendCancelRequest(client: pg.PoolClient, timeoutMs: number): Promise<void> {
+  const c = client as unknown as { processID?: unknown; secretKey?: unknown; host?: unknown; port?: unknown };
+  const { processID, secretKey } = c;
+  if (typeof processID !== 'number' || typeof secretKey !== 'number') return Promise.resolve();
+  const host = typeof c.host === 'string' && c.host.length > 0 ? c.host : 'localhost';
+  const port = typeof c.port === 'number' ? c.port : 5432;
+  return new Promise<void>((resolve) => {
+    const sock = host.startsWith('/') ? connect(`${host}/.s.PGSQL.${port}`) : connect(port, host);
+    const timer = setTimeout(() => sock.destroy(), timeoutMs);
+    timer.unref?.();
+    const msg = Buffer.alloc(16);
+    msg.writeInt32BE(16, 0);
+    msg.writeInt32BE(80877102, 4);
+    msg.writeInt32BE(processID, 8);
+    msg.writeInt32BE(secretKey, 12);
+    sock.on('connect', () => sock.write(msg));
+    sock.on('data', () => undefined);
+    sock.on('error', () => undefined);
+    // the server closes the socket once it has signalled the backend
+    sock.on('close', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}
+
 export function createExecutor(opts: ExecutorOptions): Executor {
   const limits: ExecutorLimits = { ...DEFAULT_EXECUTOR_LIMITS, ...(opts.limits ?? {}) };
   const appName = opts.applicationName ?? 'svc-relay';
-  const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.poolSize ?? 4, application_name: appName, idleTimeoutMillis: 30_000, pipeline: true, Client: GuardedClient });
+  const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.poolSize ?? 4, application_name: appName, idleTimeoutMillis: 30_000, Client: GuardedClient });
   pool.on('error', () => {
     /* an idle client died; the pool replaces it */
   });
@@ -163,21 +318,6 @@ export function createExecutor(opts: ExecutorOptions): Executor {
   });
   let inflight = 0;
   let cancels = 0;
-
-  async function cancelBackend(pid: number): Promise<void> {
-    // bounded: a database that does not answer quickly must not hold the query's clean-up
-    const c = new GuardedClient({ connectionString: opts.databaseUrl, application_name: `${appName}-cancel`, connectionTimeoutMillis: CANCEL_TIMEOUT_MS, query_timeout: CANCEL_TIMEOUT_MS });
-    c.on('error', () => {});
-    cancels++;
-    try {
-      await c.connect();
-      await c.query('SELECT pg_cancel_backend($1)', [pid]);
-    } catch {
-      /* best effort: statement_timeout still bounds it */
-    } finally {
-      await c.end().catch(() => {});
-    }
-  }
 
   async function handle(q: IncomingQuery): Promise<void> {
     inflight++;
@@ -203,6 +343,7 @@ export function createExecutor(opts: ExecutorOptions): Executor {
     const timeoutMs = Math.max(1, Math.floor(Math.min(reqTimeout, limits.maxTimeoutMs)));
     const maxRows = Math.min(open.limits?.maxRows ?? limits.maxRows, limits.maxRows);
     const maxBytes = Math.min(open.limits?.maxBytes ?? limits.maxBytes, limits.maxBytes);
+    const batchRows = Math.max(1, limits.fetchRows);
 
     let client: pg.PoolClient;
     try {
@@ -216,161 +357,161 @@ export function createExecutor(opts: ExecutorOptions): Executor {
       client.release(); // cancelled while waiting for a connection: nothing was sent
       return;
     }
-    // the backend pid (from BackendKeyData; replaced by pg_backend_pid() below, which stays
-    // right behind a pooler), for pg_cancel_backend on a separate connection
-    const keyPid = (client as unknown as { processID?: unknown }).processID;
-    let pid: number | null = typeof keyPid === 'number' && keyPid > 0 ? keyPid : null;
-    // statements of ours on the wire now; a cancel is sent only while one runs
-    let running = 0;
-    // we ended or failed the stream ourselves, or the database has nothing left to do for it
-    let finished = false;
-    let broken = false;
+    const stream = (client as unknown as { connection: { stream: { pause(): void; resume(): void } } }).connection.stream;
+
+    // the stream's state, as the database's messages and the opener's sends move it
+    let finished = false; // we ended or failed the stream (the database may still be answering)
+    let settled = false; // the database answered everything we wrote (ReadyForQuery or an error)
+    let failure: unknown = null;
+    let broken = false; // never back to the pool (cancelled, or the guard closed it)
     let timedOut = false;
-    let cancelWanted = false;
     let cancelling: Promise<void> | null = null;
+    let paused = false;
+    let columnsSent = false;
+    let rowCount = 0;
+    let bytes = 0;
+    let truncated = false;
+    let command: string | undefined;
+    let statementDone = false;
+    let pending: Row[] = [];
+    let pendingBytes = 0;
+    let pumping: Promise<void> | null = null;
+    let sendError: unknown = null;
+    let wake: (() => void) | null = null;
+    const notify = (): void => {
+      const w = wake;
+      wake = null;
+      w?.();
+    };
+
     // a DataRow declaring more bytes than the budget left is never decoded: the guard closes the
     // connection before pg reads it (a 600 MB value would otherwise kill the relay)
     const guard: ConnectionGuard | undefined = pgConnectionGuard(client);
     const rowBytesBefore = guard?.rowBytes ?? 0;
     guard?.use({
-      // value bytes, as emit() counts them; the prologue's pg_backend_pid() row (at most 11 bytes) counts too
-      rowBudget: () => Math.max(0, maxBytes + 11 - ((guard?.rowBytes ?? 0) - rowBytesBefore)),
+      // value bytes, as valueBytes() counts them; set_config's row (at most 16 bytes) counts too
+      rowBudget: () => Math.max(0, maxBytes + 16 - ((guard?.rowBytes ?? 0) - rowBytesBefore)),
       onTrip: () => {
         broken = true; // the connection is closed: never back to the pool
         cancel();
       },
     });
+    /** CancelRequest for what runs now; the connection is not reused after it (the cancel may land late) */
     const cancel = (): void => {
-      if (finished || cancelling !== null || running === 0) return;
-      if (pid === null) {
-        cancelWanted = true; // sent once the pid is known
-        return;
-      }
-      broken = true; // the cancel may land on whatever runs next on this connection: never reuse it
-      cancelling = cancelBackend(pid);
+      if (settled || cancelling !== null) return;
+      broken = true;
+      cancels++;
+      cancelling = sendCancelRequest(client, CANCEL_TIMEOUT_MS);
     };
     // the stream was cancelled by its opener, its deadline passed, or the session closed (NOT
     // our own q.fail: `finished` is set before it)
-    const onAbort = (): void => cancel();
+    const onAbort = (): void => {
+      cancel();
+      notify();
+    };
     q.signal.addEventListener('abort', onAbort, { once: true });
     const timer = setTimeout(() => {
       timedOut = true;
       cancel();
+      notify();
     }, timeoutMs);
     timer.unref?.();
-    /**
-     * A statement whose rows we read, collected as pg parses them: when the wire guard stops the
-     * connection mid-result, the rows before the refused one are kept (`stopped`).
-     */
-    const sendRows = (c: { text: string; values?: unknown[]; extended?: boolean }): Promise<Got> => {
-      running++;
-      const p = new Promise<Got>((resolve, reject) => {
-        const rows: unknown[][] = [];
-        let fields: pg.FieldDef[] = [];
-        const config = { text: c.text, rowMode: 'array' as const, ...(c.values ? { values: c.values } : {}), ...(c.extended ? { queryMode: 'extended' } : {}) };
-        const query = new pg.Query(config as pg.QueryConfig);
-        query.on('row', (row: unknown, result?: { fields?: pg.FieldDef[] }) => {
-          rows.push(row as unknown[]);
-          if (result?.fields) fields = result.fields;
-        });
-        query.on('end', (result: { fields?: pg.FieldDef[]; command?: string; rowCount?: number | null }) => {
-          running--;
-          resolve({ rows, fields: result.fields ?? fields, command: result.command, rowCount: result.rowCount ?? null, stopped: false });
-        });
-        query.on('error', (err: Error) => {
-          running--;
-          // the fields pg read before the guard stopped the connection
-          if (fields.length === 0) fields = (query as unknown as { _result?: { fields?: pg.FieldDef[] } })._result?.fields ?? [];
-          if (guard?.tripped) resolve({ rows, fields, rowCount: null, stopped: true });
-          else reject(err);
-        });
-        void client.query(query as unknown as pg.QueryConfig);
-      });
-      p.catch(() => undefined);
-      return p;
-    };
-    /** a statement of ours on the pipelined connection; its failure is read where it is awaited */
-    const send = <R extends pg.QueryResultRow>(c: pg.QueryConfig & { rowMode?: 'array' }): Promise<pg.QueryResult<R>> => {
-      running++;
-      const p = client.query<R>(c as pg.QueryConfig);
-      p.then(
-        () => running--,
-        () => running--,
-      );
-      return p;
-    };
-    let rollback: Promise<unknown> | null = null;
-    const startRollback = (): void => {
-      finished = true;
-      rollback ??= client.query('ROLLBACK');
-      rollback.catch(() => undefined);
-    };
-    try {
-      // ONE round trip for a small result: the connection is pipelined, so our fixed prologue (one
-      // simple-protocol message; the SELECT takes the snapshot, so the statement cannot switch
-      // the transaction to read-write), the agent's statement (one extended-protocol statement:
-      // several are refused by the server) and its first FETCH go out together
-      const begin = send<{ pid: number }>({ text: `BEGIN READ ONLY; SET LOCAL statement_timeout = ${timeoutMs}; SELECT pg_backend_pid() AS pid` });
-      begin.catch(() => undefined);
-      const params = (open.params ?? []) as unknown[];
-      const cursor = CURSOR_KEYWORDS.has(kw);
-      const batch = Math.max(1, Math.min(limits.fetchRows, maxRows + 1));
-      const fetchNext = (): Promise<Got> => sendRows({ text: `FETCH ${batch} FROM svc_relay_cur` });
-      let main: Promise<Got>;
-      let next: Promise<Got> | null = null;
-      if (cursor) {
-        main = sendRows({ text: `DECLARE svc_relay_cur NO SCROLL CURSOR FOR ${open.statement}`, values: params, extended: true });
-        next = fetchNext();
-      } else {
-        main = sendRows({ text: open.statement, values: params, extended: true });
-      }
-      main.catch(() => undefined);
-      // errors in order: a failed prologue fails what follows it, report the first cause
-      const b = (await begin) as unknown as pg.QueryResult<{ pid: number }> | pg.QueryResult<{ pid: number }>[];
-      const last = Array.isArray(b) ? b[b.length - 1] : b;
-      const realPid = last?.rows[0]?.pid;
-      if (typeof realPid === 'number') pid = realPid;
-      if (cancelWanted) cancel();
-      const first = await main;
 
-      let rowCount = 0;
-      let bytes = 0;
-      let truncated = false;
-      let command: string | undefined;
-      let columnsSent = false;
-      const sendColumns = async (fields: pg.FieldDef[]): Promise<void> => {
-        if (columnsSent) return;
-        columnsSent = true;
-        const cols: Column[] = fields.map((f) => ({ name: f.name, typeOid: f.dataTypeID }));
-        await q.sendColumns(cols);
-      };
-      // returns false when a limit was reached
-      const emit = async (rows: unknown[][]): Promise<boolean> => {
-        const out: Row[] = [];
-        let ok = true;
-        for (const row of rows) {
-          if (rowCount >= maxRows) {
-            ok = false;
-            break;
+    const HIGH_WATER = 1024 * 1024;
+    /** one sendRows at a time (its promise is the stream's credit); the socket is paused while rows pile up */
+    const pump = (): void => {
+      if (pumping || pending.length === 0 || sendError !== null) return;
+      pumping = (async () => {
+        while (pending.length > 0 && sendError === null && !q.signal.aborted) {
+          const out = pending;
+          pending = [];
+          pendingBytes = 0;
+          if (paused) {
+            paused = false;
+            stream.resume();
           }
-          let b = 0;
-          for (const v of row) b += valueBytes(v);
-          if (bytes + b > maxBytes) {
-            ok = false;
-            break;
+          try {
+            await q.sendRows(out);
+          } catch (err) {
+            sendError = err;
           }
-          bytes += b;
-          rowCount++;
-          out.push(row.map(toValue));
         }
-        if (out.length > 0) await q.sendRows(out);
-        if (!ok) truncated = true;
-        return ok;
-      };
+        pumping = null;
+        notify();
+      })();
+    };
+    const sendColumns = (fields: pg.FieldDef[]): void => {
+      if (columnsSent || finished) return;
+      columnsSent = true;
+      const cols: Column[] = fields.map((f) => ({ name: f.name, typeOid: f.dataTypeID }));
+      q.sendColumns(cols).catch((err: unknown) => {
+        sendError ??= err;
+      });
+    };
+    /** the caps are reached: stop reading, and stop the statement at the database unless it finished */
+    const stopReading = (): void => {
+      truncated = true;
+      if (!statementDone) cancel();
+    };
 
-      /** the guard stopped the connection: the rows before the refused one, or a refusal when there are none */
-      const stopAt = async (res: Got): Promise<boolean> => {
-        if (!res.stopped) return false;
+    const sink: PortalSink = {
+      columns: (fields) => sendColumns(fields),
+      row: (row) => {
+        if (truncated || finished) return;
+        if (rowCount >= maxRows) {
+          // the row past the cap: the Execute's limit makes it the last, PortalSuspended follows
+          truncated = true;
+          return;
+        }
+        let b = 0;
+        for (const v of row) b += valueBytes(v);
+        if (bytes + b > maxBytes) {
+          stopReading();
+          return;
+        }
+        bytes += b;
+        rowCount++;
+        pending.push(row.map(toValue));
+        pendingBytes += b;
+        if (pending.length >= batchRows || pendingBytes >= HIGH_WATER / 4) pump();
+        if (!paused && (pendingBytes >= HIGH_WATER || pending.length >= 2 * batchRows)) {
+          paused = true; // TCP backpressure to the database until the pump takes these rows
+          stream.pause();
+        }
+      },
+      done: (cmd, n, more) => {
+        statementDone = true;
+        if (more) truncated = true;
+        else command = `${cmd ?? ''} ${n ?? rowCount}`.trim();
+        notify();
+      },
+      error: (err) => {
+        failure = err;
+        settled = true;
+        notify();
+      },
+      ready: () => {
+        settled = true;
+        notify();
+      },
+    };
+
+    const until = (cond: () => boolean): Promise<void> =>
+      new Promise<void>((resolve) => {
+        const check = (): void => {
+          if (cond()) resolve();
+          else wake = check;
+        };
+        check();
+      });
+
+    try {
+      void client.query(new PortalQuery(open.statement, (open.params ?? []) as unknown[], timeoutMs, Math.min(maxRows + 1, 0x7fffffff), sink) as unknown as pg.QueryConfig);
+      // the database answers (or fails), the caps stop us, or the opener goes away
+      await until(() => settled || statementDone || truncated || q.signal.aborted || timedOut || sendError !== null);
+      if (q.signal.aborted) throw q.signal.reason;
+      if (timedOut) throw new Error('deadline');
+      if (failure !== null && !truncated && !statementDone) {
         const trip = guard?.tripped;
         if (trip?.kind === 'other') {
           // e.g. an error quoting a huge value: the statement failed, and its message was not read
@@ -378,52 +519,27 @@ export function createExecutor(opts: ExecutorOptions): Executor {
           q.fail('RELAY_ERR_QUERY', `the database answered with a message of ${trip.declared} bytes (an error quoting a huge value?), more than the ${trip.budget} bytes the relay reads; it was not read. Check the statement on smaller values`, {
             detail: { messageBytes: trip.declared },
           });
-          return true;
+          return;
         }
-        if (rowCount === 0 && res.rows.length === 0 && trip) {
+        if (trip && rowCount === 0) {
           finished = true;
           q.fail('RELAY_ERR_ROW_TOO_LARGE', `a row of ${trip.declared} bytes is more than the ${trip.budget} bytes this query may still return; it was not read`, {
             detail: { rowBytes: trip.declared, maxBytes: trip.budget },
           });
-          return true;
+          return;
         }
-        await sendColumns(res.fields);
-        await emit(res.rows);
-        truncated = true;
-        finished = true;
-        await q.end({ truncated: true, command: `SELECT ${rowCount}` });
-        return true;
-      };
-
-      if (first.stopped) {
-        await stopAt(first);
-        return;
+        if (!trip) throw failure;
+        truncated = true; // the guard stopped a row after others: the rows before it, truncated
       }
-      if (next) {
-        for (;;) {
-          const res: Got = await next;
-          if (await stopAt(res)) return;
-          const full = res.rows.length === batch;
-          // one batch ahead: the database reads the next one while this one is sent (memory: two
-          // batches at most, still bounded by the stream's credit)
-          next = full && !q.signal.aborted && !timedOut ? fetchNext() : null;
-          if (!full) startRollback(); // the database is done: its ROLLBACK overlaps the sending
-          await sendColumns(res.fields);
-          const more = await emit(res.rows);
-          if (!more || !full) break;
-          if (q.signal.aborted) throw q.signal.reason;
-          if (timedOut) throw new Error('deadline'); // our own ceiling, below the requested deadline
-          next ??= fetchNext(); // (not reached: a full batch without a prefetch threw above)
-        }
-        command = `SELECT ${rowCount}`;
-      } else {
-        startRollback();
-        await sendColumns(first.fields ?? []);
-        await emit(first.rows);
-        command = `${first.command ?? ''} ${first.rowCount ?? rowCount}`.trim();
-      }
+      // the rows read so far go out, then END
+      pump();
+      await until(() => (pending.length === 0 && pumping === null) || sendError !== null || q.signal.aborted || timedOut);
+      if (q.signal.aborted) throw q.signal.reason;
+      if (sendError !== null) throw sendError;
+      if (timedOut && !statementDone) throw new Error('deadline');
+      sendColumns([]);
       finished = true;
-      await q.end({ ...(truncated ? { truncated: true } : {}), ...(command ? { command } : {}) });
+      await q.end({ ...(truncated ? { truncated: true, command: `SELECT ${rowCount}` } : {}), ...(!truncated && command ? { command } : {}) });
     } catch (err) {
       const wasTimeout = timedOut;
       finished = true;
@@ -438,18 +554,22 @@ export function createExecutor(opts: ExecutorOptions): Executor {
       finished = true;
       clearTimeout(timer);
       q.signal.removeEventListener('abort', onAbort);
+      if (paused) stream.resume();
       if (broken) {
-        // pipelined statements still on the wire finish (cancelled) before the client ends
+        // whatever is still on the wire is dropped with the connection
         client.release(new Error('cancelled at the database'));
         if (cancelling) await cancelling;
       } else {
         try {
-          startRollback();
-          await rollback;
+          await until(() => settled || broken);
+          if (broken) throw new Error('cancelled at the database');
+          // after an error the transaction is aborted (or was never begun): end it before reuse
+          if (failure !== null) await client.query('ROLLBACK');
           guard?.use(null); // the pool's next user reads without our budget
           client.release();
         } catch (err) {
           client.release(err instanceof Error ? err : true);
+          if (cancelling) await cancelling;
         }
       }
     }
