@@ -307,6 +307,31 @@ export async function main(argv: string[], io: Io, env: NodeJS.ProcessEnv = proc
     .action(action(async (c, id: string) => show(c, await call(c, 'loading connection', tool('describe_connection')({ connection_id: id })))));
 
   program
+    .command('schema')
+    .description('the tables and columns a connection may read, listed from the source (audited, not billed)')
+    .argument('<connection_id>')
+    .action(
+      action(async (c, id: string) =>
+        show(c, await call(c, 'listing tables', tool('describe_schema')({ connection_id: id })), (b) => {
+          const tables = listOf(b, 'tables');
+          const missing = Array.isArray(b['missing_tables']) ? (b['missing_tables'] as unknown[]).map(String) : [];
+          const parts = tables.map((x) => {
+            const columns = listOf(x, 'columns').map((col) => ({ column: col['name'], type: col['type'], nullable: col['nullable'] === true ? 'yes' : 'no' }));
+            const estimate = typeof x['row_estimate'] === 'number' ? `  (about ${x['row_estimate']} rows)` : '';
+            return `${String(x['name'])}${estimate}\n${table(['column', 'type', 'nullable'], columns)}`;
+          });
+          const first = tables[0] ? String(tables[0]['name']) : undefined;
+          return (
+            (parts.length ? parts.join('\n') : 'no tables the connection may read were found at the source\n') +
+            (missing.length ? `not found at the source (scoped, but absent or unreadable with the credential): ${missing.join(', ')}\n` : '') +
+            (b['truncated'] === true ? 'the listing was cut short: the source holds more columns than one listing reads\n' : '') +
+            (first ? `Next: svc query ${id} "SELECT * FROM ${first} LIMIT 10"\n` : '')
+          );
+        }),
+      ),
+    );
+
+  program
     .command('revoke')
     .description('revoke a connection now')
     .argument('<connection_id>')

@@ -300,6 +300,16 @@ export async function settleQuery(sql: Sql, q: SettleQuery): Promise<SettleOutco
   throw new Error(`svc_settle answered ${row.o_outcome}`);
 }
 
+/**
+ * Append an audit event that moves no money (a schema listing) only while its connection may
+ * still be answered: `svc_settle` with nothing to settle, checking under the connection's row
+ * lock that it is not revoked or expired, its key not revoked and its relay not deleted.
+ */
+export function appendIfAnswerable(sql: Sql, q: { readonly orgId: string; readonly connectionId: string; readonly check: NonNullable<SettleQuery['check']>; readonly event: SettleQuery['event'] }): Promise<SettleOutcome> {
+  const nothing: Reservation = { id: '', orgId: q.orgId, payer: 'wallet', heldNc: 0, egressHeld: 0, maxBytes: 0, paying: false };
+  return settleQuery(sql, { mode: 'none', reservation: nothing, bytes: 0, connectionId: q.connectionId, check: q.check, count: false, event: q.event });
+}
+
 async function giveBack(sql: Sql, orgId: string, payer: Payer, heldNc: number, egressHeld: number): Promise<void> {
   if (payer === 'trial') {
     await sql.query('UPDATE orgs SET trial_queries_used = trial_queries_used - 1, trial_spent_nc = trial_spent_nc - $2, trial_egress_held = trial_egress_held - $3 WHERE id = $1', [

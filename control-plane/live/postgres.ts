@@ -15,7 +15,8 @@ import type { ReadQueryResult } from '../embedded/index.js';
 import { GuardedPgClient, MessageTooLargeError, readGuarded, RowTooLargeError } from '../embedded/pg-guarded.js';
 import { ApiError } from '../errors.js';
 import { LiveConnections, poolKey, type PoolDriver } from './pool.js';
-import { relayPolicy } from '../query/relay.js';
+import { postgresScopedTables, relayPolicy } from '../query/relay.js';
+import { catalogLimits, postgresCatalogSql, postgresListing, type SchemaListing } from '../query/schema.js';
 import { checkAndRewriteAsync } from '../query/sql/offload.js';
 import type { CredentialKindDef, LiveConnector, LiveRunContext, PreparedLiveQuery } from './types.js';
 
@@ -108,6 +109,15 @@ export class PostgresConnector implements LiveConnector {
     const policy = relayPolicy(scopes);
     const checked = await checkAndRewriteAsync(sqlText, policy, caller?.tenant);
     return { ...preparedFrom(checked, policy.allowed), plan: { direct: checked.kind === 'explain' } };
+  }
+
+  /** The scoped tables from the database's catalog: our own statement, run like a query (read-only, deadline, caps). */
+  async describe(_target: Target, ctx: LiveRunContext): Promise<SchemaListing> {
+    const tables = postgresScopedTables(ctx.scopes);
+    if (tables.length === 0) return { tables: [], missing: [], truncated: false };
+    const sql = postgresCatalogSql(tables);
+    const result = await this.run({ sql, tables: [], rowFilters: {}, tablesAllowed: [], plan: { direct: false } }, { ...ctx, limits: catalogLimits(ctx.limits) });
+    return postgresListing(result, tables);
   }
 
   async run(q: PreparedLiveQuery, ctx: LiveRunContext): Promise<ReadQueryResult> {

@@ -8,6 +8,7 @@
  */
 import type { ParsedScopes, Target } from '../catalogue/index.js';
 import type { ReadQueryResult } from '../embedded/index.js';
+import type { SchemaListing } from '../query/schema.js';
 
 export interface LiveLimits {
   /** deadline for the whole statement (fetching pages included), ms */
@@ -94,6 +95,12 @@ export interface LiveConnector {
    * code is about the agent key.
    */
   run(q: PreparedLiveQuery, ctx: LiveRunContext): Promise<ReadQueryResult>;
+  /**
+   * The tables and columns `ctx.scopes` allow (GET /v1/connections/{id}/schema): from the
+   * source's own catalog, read with a statement of the connector's (never the agent's SQL), or
+   * from the connector's definitions (API specs, file headers). Throws ApiError like `run`.
+   */
+  describe?(target: Target, ctx: LiveRunContext): Promise<SchemaListing>;
   /** The organization's credential was replaced or deleted: anything held for it (pooled connections) ends. */
   forget?(orgId: string): void;
   /** Ends everything it holds (shutdown). */

@@ -14,10 +14,11 @@ import { scopeSettings } from '../demo/load.js';
 import type { ReadQueryResult } from '../embedded/index.js';
 import { ApiError, isApiError } from '../errors.js';
 import type { LiveRegistry } from '../live/index.js';
-import type { LiveConnector, PreparedLiveQuery } from '../live/types.js';
+import type { LiveConnector, LiveRunContext, PreparedLiveQuery } from '../live/types.js';
 import type { TunnelRegistry } from '../tunnel/index.js';
 import type { RelayForwarder } from '../tunnel/forward.js';
-import { relayPolicy, runOnRelay } from './relay.js';
+import { describeOnRelay, relayPolicy, runOnRelay } from './relay.js';
+import { definedTable, type SchemaListing } from './schema.js';
 import { periodPredicate, rowFiltersOf, type CheckedQuery, type ScopedTable, type SqlPolicy } from './sql/index.js';
 import { CheckCache } from './sql/check-cache.js';
 import { checkAndRewriteAsync } from './sql/offload.js';
@@ -49,6 +50,9 @@ export interface RunContext {
   readonly address?: string | undefined;
 }
 
+/** What describing a connection's tables needs: its scopes, deadline and caps, and a signal that stops it. */
+export type DescribeContext = Pick<RunContext, 'orgId' | 'connectionId' | 'scopes' | 'limits' | 'signal'>;
+
 export interface Backend {
   /**
    * Parse, check and rewrite the agent's statement for these scopes. Throws SqlPolicyError
@@ -57,6 +61,11 @@ export interface Backend {
   prepare(sqlText: string, scopes: ParsedScopes, target: Target, caller: { readonly tenant: string }): Promise<PreparedStatement>;
   /** Run it at its source. Throws ApiError, or DemoQueryError from the demo engines. */
   run(q: PreparedStatement, ctx: RunContext): Promise<ReadQueryResult>;
+  /**
+   * The tables and columns the scopes allow (GET /v1/connections/{id}/schema), from the source's
+   * own catalog or the definitions svc holds; never through the agent's SQL. Throws ApiError.
+   */
+  describe(target: Target, ctx: DescribeContext): Promise<SchemaListing>;
 }
 
 /** Statements checked and rewritten for the demo and relay targets, by target, scopes and text (this process). */
@@ -151,6 +160,14 @@ export class DemoBackend implements Backend {
       );
     return untilStopped(work, ctx.signal);
   }
+
+  /** From the dataset's definition: its tables the scopes name, every column (periods restrict rows, not columns). */
+  async describe(target: Target, ctx: DescribeContext): Promise<SchemaListing> {
+    if (!target.dataset) throw new ApiError('internal_error', `${target.id} has no dataset`);
+    const read = ctx.scopes.read;
+    const tables = target.dataset.tables.filter((t) => read === 'all' || read.has(t.name)).map((t) => definedTable(t.name, t.columns, (c) => c.notNull === false));
+    return { tables, missing: [], truncated: false };
+  }
 }
 
 /** `postgres-relay`: the customer's PostgreSQL through the relay's tunnel. */
@@ -167,6 +184,10 @@ export class RelayBackend implements Backend {
 
   run(q: PreparedStatement, ctx: RunContext): Promise<ReadQueryResult> {
     return runOnRelay(this.tunnels, ctx.scopes.relay as string, q.sql, ctx.limits, ctx.signal, this.forward ? { via: this.forward, connectionId: ctx.connectionId } : undefined);
+  }
+
+  describe(_target: Target, ctx: DescribeContext): Promise<SchemaListing> {
+    return describeOnRelay(this.tunnels, ctx, this.forward);
   }
 }
 
@@ -193,13 +214,25 @@ export class ConnectorBackend implements Backend {
 
   async run(q: PreparedStatement, ctx: RunContext): Promise<ReadQueryResult> {
     const { connector, prepared } = q.plan as { connector: LiveConnector; prepared: PreparedLiveQuery };
-    // opened only now, for this statement; never logged, never in an error or audit event
+    return this.withCredential(connector, ctx, (live) => connector.run(prepared, live));
+  }
+
+  async describe(target: Target, ctx: DescribeContext): Promise<SchemaListing> {
+    const connector = this.connector(target);
+    const describe = connector.describe?.bind(connector);
+    if (!describe) throw new ApiError('not_implemented', `listing the tables of ${target.id} is not available in this version`, { target_id: target.id });
+    return this.withCredential(connector, ctx, (live) => describe(target, live));
+  }
+
+  /** `work` with the organization's credential, opened only now, under the deadline and the shutdown. */
+  private async withCredential<T>(connector: LiveConnector, ctx: DescribeContext, work: (live: LiveRunContext) => Promise<T>): Promise<T> {
+    // never logged, never in an error or audit event
     const credential = await this.credentials.resolve(ctx.orgId, connector.credentialKind);
     const deadline = new AbortController();
     const timer = setTimeout(() => deadline.abort(new Error('deadline')), ctx.limits.timeoutMs + 1000);
     const signal = AbortSignal.any([deadline.signal, ctx.signal, ...(this.shutdown ? [this.shutdown] : [])]);
     try {
-      return await connector.run(prepared, { orgId: ctx.orgId, connectionId: ctx.connectionId, scopes: ctx.scopes, credential, limits: ctx.limits, signal });
+      return await work({ orgId: ctx.orgId, connectionId: ctx.connectionId, scopes: ctx.scopes, credential, limits: ctx.limits, signal });
     } catch (err) {
       // defence in depth: whatever a connector says, the credential does not leave in it
       if (!isApiError(err)) throw err;

@@ -13,6 +13,7 @@ import { quoteIdent, quoteLiteral } from '../demo/load.js';
 import type { TunnelRegistry } from '../tunnel/index.js';
 import type { RelayForwarder } from '../tunnel/forward.js';
 import type { ScopedTable, SqlPolicy } from './sql/index.js';
+import { catalogLimits, postgresCatalogSql, postgresListing, type PostgresScopedTable, type SchemaListing } from './schema.js';
 
 /**
  * The policy of a PostgreSQL database target (`postgres-relay` and `postgres`): `read:<table>`
@@ -41,6 +42,33 @@ export function relayPolicy(scopes: ParsedScopes): SqlPolicy {
     if (schema === 'public' || (byName.get(table) === 1 && !tables.includes(`public.${table}`))) allowed.set(table, entry);
   }
   return { allowed, known: tables, schemas: [] };
+}
+
+/**
+ * The tables of a PostgreSQL database target's scopes (`postgres-relay`, `postgres`), once each
+ * however they are written (`orders` and `public.orders` are one table), as the policy reads them.
+ */
+export function postgresScopedTables(scopes: ParsedScopes): PostgresScopedTable[] {
+  const seen = new Map<string, PostgresScopedTable>();
+  for (const t of relayPolicy(scopes).allowed.values()) if (!seen.has(t.name)) seen.set(t.name, { name: t.name, schema: t.schema, table: t.table, filtered: t.predicate !== null });
+  return [...seen.values()];
+}
+
+/**
+ * A `postgres-relay` connection's tables, from the customer database's catalog: the control
+ * plane's own catalog statement, sent over the relay's tunnel like any statement (the relay runs
+ * it read-only under its own ceiling). Fails as a query does: `503 relay_unavailable` when the
+ * relay has no live tunnel or cannot reach its database.
+ */
+export async function describeOnRelay(
+  tunnels: TunnelRegistry,
+  ctx: { readonly connectionId: string; readonly scopes: ParsedScopes; readonly limits: { readonly timeoutMs: number; readonly maxBytes: number }; readonly signal: AbortSignal },
+  forward?: RelayForwarder,
+): Promise<SchemaListing> {
+  const tables = postgresScopedTables(ctx.scopes);
+  if (tables.length === 0) return { tables: [], missing: [], truncated: false };
+  const result = await runOnRelay(tunnels, ctx.scopes.relay as string, postgresCatalogSql(tables), catalogLimits(ctx.limits), ctx.signal, forward ? { via: forward, connectionId: ctx.connectionId } : undefined);
+  return postgresListing(result, tables);
 }
 
 /**

@@ -1,12 +1,45 @@
-import { Type } from 'typebox';
+import { type Static, Type } from 'typebox';
 import { connectionRecord, createConnection, getConnection, listConnections, revokeConnection, TTL_MAX, TTL_MIN } from '../connections/index.js';
 import { principalOf } from '../http/auth.js';
 import { clientKey, RefusalBudget } from '../http/rate-limit.js';
 import { isApiError } from '../errors.js';
 import { runQuery } from '../query/engine.js';
+import { describeSchema } from '../query/describe.js';
 import { type App, type Services, ErrorSchema, errors, queryDeps } from './context.js';
 
 const ConnectionId = Type.Object({ connection_id: Type.String({ maxLength: 200 }) });
+
+const Exact = { additionalProperties: false } as const;
+/** GET /v1/connections/{id}/schema: what the connection may read (query/describe.ts) */
+const SchemaListing = Type.Object(
+  {
+    connection_id: Type.String(),
+    target_id: Type.String(),
+    tables: Type.Array(
+      Type.Object(
+        {
+          name: Type.String({ description: 'the name to write in SQL (schema-qualified on PostgreSQL, as in scope_applied)' }),
+          columns: Type.Array(
+            Type.Object(
+              {
+                name: Type.String(),
+                type: Type.String({ description: 'a readable type name as the source spells it, e.g. integer, text, timestamp with time zone, varchar(255)' }),
+                nullable: Type.Boolean(),
+              },
+              Exact,
+            ),
+          ),
+          row_estimate: Type.Optional(Type.Integer({ minimum: 0, description: "the source's own estimate of the table's rows (PostgreSQL reltuples, MySQL table_rows); absent when unknown or when a filter: scope restricts the table's rows" })),
+        },
+        Exact,
+      ),
+    ),
+    missing_tables: Type.Array(Type.String(), { description: 'scoped tables the source does not show: they do not exist, or the credential can read none of their columns' }),
+    truncated: Type.Boolean({ description: "the source's catalog held more columns than one listing reads" }),
+    audit_event_id: Type.String(),
+  },
+  Exact,
+);
 
 export function connectionRoutes(app: App, s: Services): void {
   const refusals = new RefusalBudget(s.config.refusedPerMinute, s.store);
@@ -73,6 +106,25 @@ export function connectionRoutes(app: App, s: Services): void {
       // committed: the connection's running statements stop now, and answer before this does
       await s.running.revoke(revoked.id);
       return connectionRecord(revoked);
+    },
+  );
+
+  app.get(
+    '/v1/connections/:connection_id/schema',
+    {
+      schema: {
+        summary: 'The tables and columns the connection may read, listed from the source; audited, not billed',
+        description:
+          "Only what the connection's scopes allow, read by the service itself (never through SQL of yours): the demo and API targets from their definitions, http-files from the registered files, PostgreSQL (postgres, postgres-relay) from its catalog and MySQL from information_schema, as the stored credential (or the relay's database role) may read them. Not billed, rate limited like every call, appended to the connection's audit chain as a `schema` event. 410 on a revoked or expired connection; 503 relay_unavailable when the relay has no live tunnel or cannot reach its database, 503 service_unavailable when the database cannot be reached or cannot list its tables.",
+        tags: ['connections'],
+        params: ConnectionId,
+        response: { ...errors(400, 404, 410, 503, 504), 200: SchemaListing },
+      },
+    },
+    async (req) => {
+      const { orgId, keyId } = principalOf(req);
+      // the same shape, its arrays read-only
+      return (await s.track(() => describeSchema(queryDeps(s), orgId, req.params.connection_id, { keyId }))) as Static<typeof SchemaListing>;
     },
   );
 

@@ -172,6 +172,24 @@ t.test('a full session', async (t) => {
   t.equal((await svc(['relay', 'renew', 'relay_unknown', '--csr', path.join(dir, 'none.pem')])).code, 2);
 });
 
+t.test('svc schema: the tables and columns a connection may read', async (t) => {
+  const id = String(json(await svc(['connect', 'demo-healthcare', '--scope', 'read:patients', '--json']))['connectionId']);
+  const human = await svc(['schema', id]);
+  t.equal(human.code, 0, human.stderr);
+  t.match(human.stdout, /^patients\ncolumn\s+type\s+nullable\n-+/);
+  t.match(human.stdout, /^patient_id\s+text\s+no$/m, 'each column with its type and whether it may be null');
+  t.notMatch(human.stdout, /encounters/, 'only the scoped table');
+  t.match(human.stdout, new RegExp(`Next: svc query ${id} "SELECT \\* FROM patients LIMIT 10"`));
+  const asJson = await svc(['schema', id, '--json']);
+  t.equal(asJson.code, 0);
+  const body = json(asJson);
+  t.same((body['tables'] as Json[]).map((x) => x['name']), ['patients']);
+  t.match(String(body['audit_event_id']), /^evt_/);
+  const unknown = await svc(['schema', 'conn_nope']);
+  t.equal(unknown.code, 4);
+  t.match(unknown.stderr, /not_found \(HTTP 404\)/);
+});
+
 t.test('webhooks from the CLI', async (t) => {
   const set = await svc(['webhook', 'set', 'https://hooks.example.com/svc', '--json']);
   t.equal(set.code, 0, set.stderr);

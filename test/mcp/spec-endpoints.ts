@@ -41,6 +41,8 @@ export const SPEC_ENDPOINTS: readonly SpecEndpoint[] = [
   { method: 'POST', path: '/v1/relays/{relay_id}/renew', bin: 'svc', cli: ['relay', 'renew'], mcp: 'renew_relay' },
   { method: 'POST', path: '/v1/relays/{relay_id}/rotate-cert', bin: 'svc', cli: ['relay', 'rotate'], mcp: 'rotate_relay_certificate' },
   { method: 'DELETE', path: '/v1/relays/{relay_id}', bin: 'svc', cli: ['relay', 'delete'], mcp: 'delete_relay' },
+  // the schema listing, which an agent needs before it can write a query on a database target
+  { method: 'GET', path: '/v1/connections/{connection_id}/schema', bin: 'svc', cli: ['schema'], mcp: 'describe_schema' },
   // delivery list and replay: paths CONTRACT.md decides
   { method: 'GET', path: '/v1/webhooks/deliveries', bin: 'svc', cli: ['webhook', 'deliveries'], mcp: 'list_webhook_deliveries' },
   { method: 'POST', path: '/v1/webhooks/deliveries/{delivery_id}/replay', bin: 'svc', cli: ['webhook', 'replay'], mcp: 'replay_webhook_delivery' },

@@ -20,6 +20,8 @@ import type { CredentialKindDef, LiveConnector, LiveRunContext, PreparedLiveQuer
 import { isMysqlSystemSchema, mysqlPolicy, nameCaseOf, type MysqlNameCase } from './policy.js';
 import { checkMysqlAsync } from '../../query/sql/offload.js';
 import { SqlPolicyError } from '../../query/sql/index.js';
+import { catalogLimits, type SchemaListing } from '../../query/schema.js';
+import { mysqlCatalogSql, mysqlListing, mysqlScopedTables } from './schema.js';
 import { guardMysqlConnection, type ConnectionGuard, type MysqlConnectionLike, type WireTrip } from '../../../protocol/wire-guard.js';
 
 export { checkMysql, mysqlPolicy, MYSQL_ALLOWED_FUNCTIONS } from './policy.js';
@@ -135,6 +137,14 @@ export class MysqlConnector implements LiveConnector {
     const checked = await checkMysqlAsync(sqlText, policy, caller?.tenant);
     const unqualified = checked.tables.some((name) => policy.allowed.get(name)?.schema === null);
     return { ...preparedFrom(checked, policy.allowed), plan: { sqlText, unqualified, databases: checked.assumedDatabases } satisfies MysqlPlan };
+  }
+
+  /** The scoped tables from information_schema: our own statement, run like a query (read-only, time limit, caps). */
+  async describe(_target: Target, ctx: LiveRunContext): Promise<SchemaListing> {
+    const tables = mysqlScopedTables(ctx.scopes);
+    if (tables.length === 0) return { tables: [], missing: [], truncated: false };
+    const result = await this.run({ sql: mysqlCatalogSql(tables), tables: [], rowFilters: {}, tablesAllowed: [] }, { ...ctx, limits: catalogLimits(ctx.limits) });
+    return mysqlListing(result, tables);
   }
 
   async run(q: PreparedLiveQuery, ctx: LiveRunContext): Promise<ReadQueryResult> {

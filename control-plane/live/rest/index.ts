@@ -22,6 +22,7 @@ import { fetchTable, windowsOf, type TableFetch } from './fetch.js';
 import { loadFile } from './files.js';
 import type { RequestPolicy } from './http.js';
 import type { ApiSpec } from './spec.js';
+import { definedTable, type SchemaListing } from '../../query/schema.js';
 
 export { nextLink } from './apis/github.js';
 export { parseCsv, CsvError } from './csv.js';
@@ -140,6 +141,11 @@ function apiConnector(api: ApiSpec, configured: string | undefined, config: Rest
       const policy: SqlPolicy = { allowed, known: api.tables.map((t) => t.name), schemas: [schema] };
       return result(scopes, policy, checkAndRewrite(sqlText, policy), physical);
     },
+    /** From the spec: the tables the scopes name, with the columns a query gets (any may be null: providers omit fields). */
+    async describe(_target: Target, ctx: LiveRunContext): Promise<SchemaListing> {
+      const read = ctx.scopes.read;
+      return { tables: api.tables.filter((t) => read === 'all' || read.has(t.name)).map((t) => definedTable(t.name, t.columns, () => true)), missing: [], truncated: false };
+    },
     async run(q: PreparedLiveQuery, ctx: LiveRunContext): Promise<ReadQueryResult> {
       const { signal, deadline } = runSignal(ctx);
       let base: URL;
@@ -250,6 +256,32 @@ function discover(sqlText: string, schema: string, physical: string, initial: Re
 function filesConnector(config: RestConfig, engines: () => EnginePool): LiveConnector {
   const schema = schemaOf('http-files');
   const maxBytes = config.httpFilesMaxBytes ?? DEFAULT_FILE_BYTES;
+  /** How `count` files read at once are fetched. */
+  const filePolicy = (count: number, signal: AbortSignal, deadline: number): RequestPolicy => {
+    // the files one statement reads hold at most twice what one file may, together: each of them
+    // its share (files are fetched at once, and an engine holds several times what it loads)
+    const total = 2 * maxBytes;
+    const each = Math.min(maxBytes, Math.floor(total / Math.max(1, count)));
+    return {
+      provider: 'the file server',
+      kind: 'http-files',
+      allowPrivate: config.httpFilesAllowPrivate === true,
+      ca: config.ca,
+      signal,
+      deadline,
+      maxBytes: each,
+      retries: 2,
+      tooLarge: () =>
+        new ApiError(
+          'invalid_request',
+          each < maxBytes
+            ? `a file this statement reads is larger than ${each} bytes, its share of the ${total} bytes the ${count} files of one statement may hold together; read fewer files in one statement`
+            : `a registered file is larger than ${maxBytes} bytes, the most one file may hold`,
+          { reason: 'file_too_large', max_bytes: each },
+        ),
+      ...(config.onRequest ? { onRequest: (m: string, u: URL) => config.onRequest?.('http-files', m, u) } : {}),
+    };
+  };
   return {
     targetId: 'http-files',
     credentialKind: 'http-files',
@@ -257,6 +289,21 @@ function filesConnector(config: RestConfig, engines: () => EnginePool): LiveConn
       const physical = querySchema();
       const { policy, checked } = discover(sqlText, schema, physical, scopes.read);
       return result(scopes, policy, checked, physical);
+    },
+    /**
+     * The registered files the scopes name, each fetched and read as a query would read it:
+     * columns from its header (CSV) or keys (JSON), types inferred from the values (every column
+     * may be null: a file declares nothing). A scoped name with no registered file is missing.
+     */
+    async describe(_target: Target, ctx: LiveRunContext): Promise<SchemaListing> {
+      const { signal, deadline } = runSignal(ctx);
+      const read = ctx.scopes.read;
+      const files = fileSpecs(ctx.credential.options);
+      const wanted = files.filter((f) => read === 'all' || read.has(f.table));
+      const missing = read === 'all' ? [] : [...read].filter((name) => !files.some((f) => f.table === name)).sort();
+      const policy = filePolicy(wanted.length, signal, deadline);
+      const loaded = await settleAll(wanted.map((f) => loadFile(f, ctx.credential.secret, policy, ctx.limits.maxRows)));
+      return { tables: wanted.map((f, i) => definedTable(f.table, loaded[i]?.columns ?? [], () => true)), missing, truncated: false };
     },
     async run(q: PreparedLiveQuery, ctx: LiveRunContext): Promise<ReadQueryResult> {
       const { signal, deadline } = runSignal(ctx);
@@ -269,29 +316,7 @@ function filesConnector(config: RestConfig, engines: () => EnginePool): LiveConn
           });
         }
       }
-      // the files one query reads hold at most twice what one file may, together: each of them
-      // its share (files are fetched at once, and an engine holds several times what it loads)
-      const total = 2 * maxBytes;
-      const each = Math.min(maxBytes, Math.floor(total / Math.max(1, q.tables.length)));
-      const policy: RequestPolicy = {
-        provider: 'the file server',
-        kind: 'http-files',
-        allowPrivate: config.httpFilesAllowPrivate === true,
-        ca: config.ca,
-        signal,
-        deadline,
-        maxBytes: each,
-        retries: 2,
-        tooLarge: () =>
-          new ApiError(
-            'invalid_request',
-            each < maxBytes
-              ? `a file this statement reads is larger than ${each} bytes, its share of the ${total} bytes the ${q.tables.length} files of one statement may hold together; read fewer files in one statement`
-              : `a registered file is larger than ${maxBytes} bytes, the most one file may hold`,
-            { reason: 'file_too_large', max_bytes: each },
-          ),
-        ...(config.onRequest ? { onRequest: (m: string, u: URL) => config.onRequest?.('http-files', m, u) } : {}),
-      };
+      const policy = filePolicy(q.tables.length, signal, deadline);
       return withDatabase(q, ctx, engines, signal, async (opening) => {
         const loaded = await settleAll(
           q.tables.map(async (name) => {

@@ -8,7 +8,7 @@ import { createCa, issueServerCertificate } from '../../../pki/index.js';
 import { ApiError } from '../../../control-plane/errors.js';
 import { closeRestEngines, CsvError, parseCsv, restCredentialKinds, warmRestEngines } from '../../../control-plane/live/rest/index.js';
 import { SqlPolicyError } from '../../../control-plane/query/sql/index.js';
-import { connector, provider, query, type Provider } from './helpers.js';
+import { connector, describe, provider, query, type Provider } from './helpers.js';
 
 t.before(() => warmRestEngines());
 t.teardown(closeRestEngines);
@@ -54,6 +54,38 @@ async function fileServer(): Promise<Provider> {
 }
 
 const spec = (base: string, ...names: string[]) => ({ files: names.map((n) => ({ table: n.replace(/[.-].*$/, '').replace(/-/g, '_'), url: `${base}/${n}` })) });
+
+t.test('the schema listing: each scoped file read as a query reads it, its columns and inferred types; unregistered names are missing', async (t) => {
+  const srv = await fileServer();
+  t.teardown(() => srv.close());
+  const c = connector('http-files', { ca: ca.certPem, httpFilesAllowPrivate: true });
+  const options = spec(srv.base, 'people.csv', 'scores.json');
+  const one = await describe(c, ['read:people', 'read:nope'], { secret: TOKEN, options });
+  t.same(one, {
+    tables: [
+      {
+        name: 'people',
+        columns: [
+          { name: 'id', type: 'bigint', nullable: true },
+          { name: 'name', type: 'text', nullable: true },
+          { name: 'amount', type: 'numeric', nullable: true },
+          { name: 'active', type: 'boolean', nullable: true },
+          { name: 'created_at', type: 'timestamp with time zone', nullable: true },
+          { name: 'note', type: 'text', nullable: true },
+        ],
+      },
+    ],
+    missing: ['nope'],
+    truncated: false,
+  });
+  t.same(srv.seen.map((s) => s.path), ['/people.csv'], 'only the scoped file is fetched, with the token');
+  t.ok(srv.seen.every((s) => s.headers['authorization'] === `Bearer ${TOKEN}`));
+
+  const all = await describe(c, ['read:*'], { secret: TOKEN, options });
+  t.same(all.tables.map((x) => x.name), ['people', 'scores'], 'read:* lists every registered file');
+  t.same(all.tables[1]?.columns.map((x) => `${x.name} ${x.type}`), ['id bigint', 'tags jsonb', 'score numeric', 'weird_key text', 'extra jsonb']);
+  t.same(all.missing, []);
+});
 
 t.test('CSV and JSON files as tables, with the bearer token; read:* finds the tables the statement names', async (t) => {
   const srv = await fileServer();

@@ -5,11 +5,12 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { Catalogue, parseScopes, type Target } from '../../../control-plane/catalogue/index.js';
+import { Catalogue, parseScopes, type ParsedScopes, type Target } from '../../../control-plane/catalogue/index.js';
 import { initSqlParser } from '../../../control-plane/query/sql/index.js';
 import { restConnectors, type RestConfig } from '../../../control-plane/live/rest/index.js';
 import type { LiveConnector, LiveRunContext } from '../../../control-plane/live/types.js';
 import type { ReadQueryResult } from '../../../control-plane/embedded/index.js';
+import type { SchemaListing } from '../../../control-plane/query/schema.js';
 
 export interface Seen {
   readonly method: string;
@@ -84,21 +85,32 @@ export interface RunOptions {
   readonly signal?: AbortSignal;
 }
 
+/** the context the query path gives a connector */
+function runContext(c: LiveConnector, scopes: ParsedScopes, o: RunOptions): LiveRunContext {
+  return {
+    orgId: 'org_test',
+    connectionId: 'con_test',
+    scopes,
+    credential: { kind: c.credentialKind, secret: o.secret, options: o.options ?? {} },
+    limits: { timeoutMs: o.timeoutMs ?? 10_000, maxRows: o.maxRows ?? 10_000, maxBytes: o.maxBytes ?? 10_000_000 },
+    signal: o.signal ?? new AbortController().signal,
+  };
+}
+
 /** prepare + run, as the query path does */
 export async function query(c: LiveConnector, scopes: string[], sql: string, o: RunOptions): Promise<ReadQueryResult> {
   await initSqlParser();
   const t = target(c.targetId);
   const parsed = parseScopes(t, scopes);
   const q = await c.prepare(sql, parsed, t);
-  const ctx: LiveRunContext = {
-    orgId: 'org_test',
-    connectionId: 'con_test',
-    scopes: parsed,
-    credential: { kind: c.credentialKind, secret: o.secret, options: o.options ?? {} },
-    limits: { timeoutMs: o.timeoutMs ?? 10_000, maxRows: o.maxRows ?? 10_000, maxBytes: o.maxBytes ?? 10_000_000 },
-    signal: o.signal ?? new AbortController().signal,
-  };
-  return c.run(q, ctx);
+  return c.run(q, runContext(c, parsed, o));
+}
+
+/** the connector's listing of the scoped tables, as GET /v1/connections/{id}/schema asks for it */
+export async function describe(c: LiveConnector, scopes: string[], o: RunOptions): Promise<SchemaListing> {
+  const t = target(c.targetId);
+  if (!c.describe) throw new Error(`${c.targetId} cannot list its tables`);
+  return c.describe(t, runContext(c, parseScopes(t, scopes), o));
 }
 
 /** deterministic objects created at regular intervals from `from` (unix seconds) */
