@@ -9,7 +9,7 @@
  * statement as a portal executed with a row limit of the cap plus one, ROLLBACK and Sync go out
  * together; a small result costs what a direct `pg` query costs plus three trivial statements
  * the database runs in the same pass. A large result is not paged with FETCH: the rows flow as
- * the database sends them, and while more than about 1 MiB (or two batches of `fetchRows` rows)
+ * the database sends them, and while more than about 256 KiB (or two batches of `fetchRows` rows)
  * waits for the stream's credit the socket is paused, so TCP holds the database back and the
  * relay's memory stays bounded whatever the consumer's speed.
  */
@@ -107,10 +107,6 @@ function valueBytes(v: unknown): number {
   }
 }
 
-function toValue(v: unknown): Value {
-  if (v === undefined) return null;
-  return v as Value;
-}
 
 function mapError(err: unknown): { code: string; message: string; retryable?: boolean; detail?: { sqlstate: string } } {
   const e = err as PgErrorLike & { errno?: number };
@@ -417,7 +413,9 @@ export function createExecutor(opts: ExecutorOptions): Executor {
     }, timeoutMs);
     timer.unref?.();
 
-    const HIGH_WATER = 1024 * 1024;
+    // rows (as values) read from the database and not yet handed to the stream: at most about this
+    // many bytes before the socket is paused (then at most one socket read, 64 KiB, more)
+    const HIGH_WATER = 256 * 1024;
     /** one sendRows at a time (its promise is the stream's credit); the socket is paused while rows pile up */
     const pump = (): void => {
       if (pumping || pending.length === 0 || sendError !== null) return;
@@ -471,9 +469,9 @@ export function createExecutor(opts: ExecutorOptions): Executor {
         }
         bytes += b;
         rowCount++;
-        pending.push(row.map(toValue));
+        pending.push(row as Value[]); // (pg's array rows hold null, never undefined)
         pendingBytes += b;
-        if (pending.length >= batchRows || pendingBytes >= HIGH_WATER / 4) pump();
+        if (pending.length >= batchRows || pendingBytes >= HIGH_WATER / 4) pump(); // a batch, or 64 KiB
         if (!paused && (pendingBytes >= HIGH_WATER || pending.length >= 2 * batchRows)) {
           paused = true; // TCP backpressure to the database until the pump takes these rows
           stream.pause();
