@@ -142,7 +142,7 @@ const COMPONENTS = {
       hash: Str,
       connection_id: Str,
       at: Time,
-      type: Type.String({ description: '`query`, or `connection.revoked`' }),
+      type: Type.String({ description: '`query`, `schema` (a schema listing) or `connection.revoked`' }),
       org_id: Str,
       // query events
       sql: Type.Optional(Str),
@@ -162,13 +162,16 @@ const COMPONENTS = {
       cost_cents: Type.Optional(Num),
       billed_to: Type.Optional(OneOf('trial', 'wallet')),
       duration_ms: Type.Optional(Int),
+      // schema listings
+      column_count: Type.Optional(Int),
+      missing_tables: Type.Optional(Type.Array(Str)),
       // connection.revoked
       by: Type.Optional(Str),
     },
     {
       additionalProperties: true,
       description:
-        'One event of the hash chain, exactly as recorded: the fields every event has, and those of query and connection.revoked events. The chain is history: an event keeps the fields it was recorded with (events of other types or versions may carry others), and hash covers them all.',
+        'One event of the hash chain, exactly as recorded: the fields every event has, and those of query, schema and connection.revoked events. The chain is history: an event keeps the fields it was recorded with (events of other types or versions may carry others), and hash covers them all.',
     },
   ),
   Usage: Obj({

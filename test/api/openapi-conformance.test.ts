@@ -334,6 +334,7 @@ t.test('relays', async (t) => {
   // a connection through the relay, which has no tunnel: 503 relay_unavailable
   const viaRelay = await c.call('POST /v1/connections', 201, { key: k, body: { target_id: 'postgres-relay', scopes: [`relay:${ids.relay}`, 'read:public.orders'] } }, 'through a relay');
   await c.call('POST /v1/connections/{connection_id}/query', 503, { key: k, params: { connection_id: String(viaRelay.body['connectionId']) }, body: { sql: 'SELECT 1 FROM orders' } }, 'the relay offline');
+  await c.call('GET /v1/connections/{connection_id}/schema', 503, { key: k, params: { connection_id: String(viaRelay.body['connectionId']) } }, 'the relay offline');
 
   await c.call('DELETE /v1/relays/{relay_id}', 200, { key: k, params });
   await c.call('DELETE /v1/relays/{relay_id}', 404, { key: keys.other, params }, "another organization's");
@@ -382,6 +383,10 @@ t.test('catalogue, connections, queries and audit', async (t) => {
   await srv.svc.store.query("UPDATE orgs SET trial_expires_at = now() - interval '1 day' WHERE id = $1", [brokeOrg]);
   await c.call(q, 402, { key: keys.broke, params: { connection_id: String(broke.body['connectionId']) }, body: { sql: 'SELECT 1' } }, 'the trial over and no money');
 
+  const schema = 'GET /v1/connections/{connection_id}/schema';
+  await c.call(schema, 200, { key: k, params });
+  await c.call(schema, 404, { key: keys.other, params }, "another organization's");
+
   const audit = 'GET /v1/connections/{connection_id}/audit';
   await c.call(audit, 200, { key: k, params });
   await c.call(audit, 200, { key: k, params, query: '?format=jsonl' }, 'JSONL');
@@ -399,6 +404,7 @@ t.test('catalogue, connections, queries and audit', async (t) => {
   await c.call('POST /v1/connections/{connection_id}/revoke', 200, { key: k, params: { connection_id: ids.revoked } }, 'again: idempotent');
   await c.call('POST /v1/connections/{connection_id}/revoke', 404, { key: k, params: { connection_id: 'conn_nope' } });
   await c.call(q, 410, { key: k, params: { connection_id: ids.revoked }, body: { sql: 'SELECT 1' } }, 'a revoked connection');
+  await c.call(schema, 410, { key: k, params: { connection_id: ids.revoked } }, 'a revoked connection');
   await c.call('GET /v1/audit/verify', 200, { key: k, query: `?connection_id=${ids.revoked}` }, 'a revoked chain');
 });
 
