@@ -11,6 +11,7 @@ import { startDemoEngine, type DemoEngine } from './demo/engine.js';
 import { registerAuth } from './http/auth.js';
 import { clientErrorHandler, frameworkErrors, registerErrorHandling } from './http/errors.js';
 import { registerJsonParser, registerStringGuard } from './http/strings.js';
+import { registerBodyRules } from './http/body.js';
 import { RunningQueries } from './query/running.js';
 import { registerRateLimits } from './http/rate-limit.js';
 import { ApiError } from './errors.js';
@@ -208,6 +209,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   sweeper.unref();
   registerErrorHandling(app);
   registerStringGuard(app);
+  registerBodyRules(app);
   registerAuth(app, store);
   registerRateLimits(app, { perKeyPerSecond: config.rateLimitPerKey, signupsPerMinute: config.signupRateLimit }, store);
   openApiRoutes(app, services); // collects every route registered after it: keep it before the route plugins

@@ -32,20 +32,24 @@ function fieldOf(issue: ValidationIssue, context: string | undefined): string {
   return field || (context ?? 'body');
 }
 
+const PART: Record<string, { in: 'body' | 'query' | 'path'; label: string }> = {
+  body: { in: 'body', label: 'body field' },
+  querystring: { in: 'query', label: 'query parameter' },
+  params: { in: 'path', label: 'path parameter' },
+};
+
 /** Fastify's own errors (validation, parsing, limits) mapped onto the contract. */
 export function toApiError(err: FastifyError & { validation?: ValidationIssue[]; validationContext?: string }): ApiError {
   if (isApiError(err)) return err;
   if (err.validation && err.validation.length > 0) {
     const issue = err.validation[0] as ValidationIssue;
-    const field = fieldOf(issue, err.validationContext);
+    // fastify's part names (querystring, params) in the words the rest of the API uses (http/strings.ts)
+    const where = PART[err.validationContext ?? 'body'] ?? { in: 'body', label: 'body field' };
+    const field = fieldOf(issue, where.in);
     let problem = issue.message ?? 'is invalid';
     if (issue.keyword === 'additionalProperties') problem = 'is not a known field';
     if (issue.keyword === 'required') problem = 'is required';
-    return new ApiError('invalid_request', `${err.validationContext ?? 'body'} field ${JSON.stringify(field)} ${problem}`, {
-      field,
-      problem,
-      in: err.validationContext ?? 'body',
-    });
+    return new ApiError('invalid_request', `${where.label} ${JSON.stringify(field)} ${problem}`, { field, problem, in: where.in });
   }
   switch (err.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':

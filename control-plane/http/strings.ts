@@ -7,6 +7,7 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.js';
+import { emptyBodyIsAbsent } from './body.js';
 
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 const MAX_DEPTH = 64;
@@ -70,11 +71,11 @@ export function checkRequestStrings(req: FastifyRequest): void {
  * Registers the rule for every route. `/mcp` and `/v1/mcp` are left to their tools: each tool call goes through
  * the API in process and meets the same rule there, answered as a tool error naming the field.
  */
-const MCP_ROUTES: ReadonlySet<string> = new Set(['/mcp', '/v1/mcp']);
+export const STRING_GUARD_EXEMPT: ReadonlySet<string> = new Set(['/mcp', '/v1/mcp']);
 
 export function registerStringGuard(app: FastifyInstance): void {
   app.addHook('preValidation', async (req) => {
-    if (MCP_ROUTES.has(req.routeOptions.url ?? '')) return;
+    if (STRING_GUARD_EXEMPT.has(req.routeOptions.url ?? '')) return;
     checkRequestStrings(req);
   });
 }
@@ -146,6 +147,8 @@ export function registerJsonParser(app: FastifyInstance): void {
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
     try {
+      // zero bytes is no body (handled by the route's body rule, http/body.ts), not an empty JSON text
+      if (body.length === 0 && emptyBodyIsAbsent(req)) return done(null, undefined);
       done(null, parseJsonBody(decodeJsonBody(req.headers['content-type'], typeof body === 'string' ? Buffer.from(body, 'utf8') : body)));
     } catch (err) {
       done(err as Error, undefined);

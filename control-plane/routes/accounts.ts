@@ -26,6 +26,7 @@ export function accountRoutes(app: App, s: Services): void {
             note: Type.String(),
           }),
           400: ErrorSchema,
+          429: ErrorSchema, // signups per client address (SVC_SIGNUP_RATE_LIMIT)
         },
       },
     },

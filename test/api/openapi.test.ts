@@ -1,13 +1,13 @@
 /**
  * GET /openapi.json: an OpenAPI 3.1 document generated from the routes' own schemas. Every
  * registered route is described (compared with fastify's own route table), the document is
- * structurally valid (operations, parameters, references, security), every path of the spec's
- * endpoint tables appears, and real responses of a session conform to the documented schemas.
+ * structurally valid (operations, parameters, references, security), and every path of the
+ * spec's endpoint tables appears. That real responses conform to it: openapi-conformance.test.ts.
  */
 import t from 'tap';
 import { Value } from 'typebox/value';
 import { DASHBOARD_PATHS } from '../../control-plane/routes/system.js';
-import { api, signupAgent, startServer, type TestServer } from '../helpers/server.js';
+import { api, startServer, type TestServer } from '../helpers/server.js';
 import { SPEC_ENDPOINTS } from '../mcp/spec-endpoints.js';
 
 type Json = Record<string, unknown>;
@@ -50,10 +50,11 @@ t.test('served without a key, OpenAPI 3.1, with the agent-key bearer scheme and 
   t.same(doc['security'], [{ agentKey: [] }]);
   const err = (components['schemas'] as Json)['Error'] as Json;
   const inner = (err['properties'] as Json)['error'] as Json;
-  t.same(inner['required'], ['code', 'message']);
+  t.same(inner['required'], ['code', 'message', 'request_id']);
   for (const code of ['invalid_request', 'unauthorized', 'payment_required', 'scope_violation', 'not_found', 'connection_expired', 'rate_limited', 'dashboard_only', 'query_timeout']) {
     t.ok(((inner['properties'] as Json)['code'] as { enum: string[] }).enum.includes(code), `error code ${code} documented`);
   }
+  t.ok((inner['properties'] as Json)['details'], 'details documented');
   // an error body the server really sends conforms to the documented Error schema
   const e = await api(srv.url, 'GET', '/v1/connections');
   t.equal(e.status, 401);
@@ -120,13 +121,16 @@ t.test('structurally valid: unique operation ids, declared path parameters, resp
       t.ok(codes.every((c) => /^[1-5]\d\d$/.test(c)), `${m} ${p}: status codes`);
       for (const c of codes) t.ok(typeof responses[c]?.['description'] === 'string', `${m} ${p} ${c}: description`);
       const success = codes.filter((c) => c.startsWith('2'));
-      const only405 = codes.every((c) => c === '405' || c === '401' || c === '429');
+      // the MCP paths' GET and DELETE are not offered: 405 (and the errors any request may get)
+      const only405 = codes.includes('405') && codes.every((c) => !c.startsWith('2'));
       const isDashboard = p === '/v1/auth/status';
       if (!only405 && !isDashboard) {
         t.ok(success.length > 0, `${m} ${p}: a success response is documented`);
         for (const c of success) {
-          const schema = ((responses[c]?.['content'] as Json)['application/json'] as Json)['schema'] as Json;
-          t.ok(Object.keys(schema).length > 0, `${m} ${p} ${c}: the success body has a schema`);
+          const content = responses[c]?.['content'] as Record<string, Json> | undefined;
+          // a success with no body (204, an accepted MCP notification) declares no content
+          if (!content) t.ok(c === '204' || c === '202', `${m} ${p} ${c}: no body`);
+          else for (const [media, x] of Object.entries(content)) t.ok(Object.keys((x['schema'] ?? {}) as Json).length > 0, `${m} ${p} ${c} ${media}: the success body has a schema`);
         }
       }
       const isPublic = Array.isArray(op['security']) && (op['security'] as unknown[]).length === 0;
@@ -140,44 +144,4 @@ t.test('structurally valid: unique operation ids, declared path parameters, resp
 t.test('every path of the spec endpoint tables appears with its method', async (t) => {
   for (const e of SPEC_ENDPOINTS) t.ok(paths()[e.path]?.[e.method.toLowerCase()], `${e.method} ${e.path}`);
   t.ok(paths()['/mcp']?.['post'], 'POST /mcp');
-});
-
-t.test('real responses of a session conform to the documented success schemas', async (t) => {
-  const schemaOf = (method: string, path: string, status: number): Json => {
-    const op = paths()[path]?.[method.toLowerCase()];
-    const r = (op?.['responses'] as Record<string, Json> | undefined)?.[String(status)];
-    if (!r) throw new Error(`${method} ${path} does not document ${status}`);
-    return ((r['content'] as Json)['application/json'] as Json)['schema'] as Json;
-  };
-  const check = async (method: string, path: string, docPath: string, key: string | undefined, body?: unknown): Promise<Json> => {
-    const r = await api(srv.url, method, path, { ...(key ? { key } : {}), ...(body !== undefined ? { body } : {}) });
-    const schema = schemaOf(method, docPath, r.status);
-    const errs = [...Value.Errors(schema, r.body)].slice(0, 3).map((e) => `${e.instancePath} ${e.message}`);
-    t.same(errs, [], `${method} ${path} → ${r.status} matches the documented schema`);
-    t.ok(r.status < 300, `${method} ${path} succeeded (${r.status})`);
-    return r.body;
-  };
-  const signup = await check('POST', '/v1/agent/account', '/v1/agent/account', undefined, { orgName: 'Doc Co', agentName: 'doc-bot', headless: true });
-  const key = String(signup['apiKey']);
-  await check('GET', '/v1/agent/account/usage', '/v1/agent/account/usage', key);
-  await check('GET', '/v1/agent/billing/config', '/v1/agent/billing/config', key);
-  await check('POST', '/v1/agent/topup', '/v1/agent/topup', key, { amount_cents: 500 });
-  await check('GET', '/v1/connections/targets', '/v1/connections/targets', key);
-  await check('GET', '/v1/connections/targets/demo-healthcare', '/v1/connections/targets/{target_id}', key);
-  await check('GET', '/v1/connections/packs', '/v1/connections/packs', key);
-  const conn = await check('POST', '/v1/connections', '/v1/connections', key, { target_id: 'demo-healthcare', scopes: ['read:encounters', 'period:2024-Q1'], tier: 'container', ttl_seconds: 600 });
-  const id = String(conn['connectionId']);
-  await check('POST', `/v1/connections/${id}/query`, '/v1/connections/{connection_id}/query', key, { sql: 'SELECT class_code, count(*) AS n FROM encounters GROUP BY 1' });
-  await check('GET', '/v1/connections', '/v1/connections', key);
-  await check('GET', `/v1/connections/${id}`, '/v1/connections/{connection_id}', key);
-  await check('GET', `/v1/connections/${id}/audit`, '/v1/connections/{connection_id}/audit', key);
-  await check('GET', `/v1/audit/verify?connection_id=${id}`, '/v1/audit/verify', key);
-  await check('POST', `/v1/connections/${id}/revoke`, '/v1/connections/{connection_id}/revoke', key);
-  await check('POST', '/v1/relays/enroll-token', '/v1/relays/enroll-token', key, {});
-  await check('GET', '/v1/relays', '/v1/relays', key);
-  // a refused statement answers the documented error body
-  const other = await signupAgent(srv.url, 'Other Co');
-  const r = await api(srv.url, 'POST', `/v1/connections/${id}/query`, { key: other.key, body: { sql: 'SELECT 1' } });
-  t.equal(r.status, 404);
-  t.ok(Value.Check(((doc['components'] as Json)['schemas'] as Json)['Error'] as Json, r.body), 'a 404 body matches the Error schema');
 });
