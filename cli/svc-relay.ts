@@ -85,7 +85,7 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
     .option('--force', 'replace an existing configuration')
     .action(async (o: { controlPlane: string; token: string; configDir: string; name?: string; force?: boolean }) => {
       try {
-        const r = await enroll({ controlPlane: o.controlPlane, token: o.token, configDir: o.configDir, ...(o.name !== undefined ? { name: o.name } : {}), force: o.force === true });
+        const r = await enroll({ controlPlane: o.controlPlane, token: o.token, configDir: o.configDir, ...(o.name !== undefined ? { name: o.name } : {}), force: o.force === true, log: (line) => io.err(`svc-relay enroll: ${line}\n`) });
         io.out(`enrolled relay ${r.relay_id}; configuration in ${r.configDir}; certificate expires ${r.expires_at}\nnext: svc-relay run --config-dir ${r.configDir} --database-url-file <a 0600 file holding postgres://readonly_role:password@host/db>\n`);
       } catch (err) {
         io.err(`svc-relay enroll: ${failure(err)}\n`);
@@ -140,7 +140,7 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
       try {
         const cfg = loadConfig(o.configDir, (line) => io.err(`svc-relay: ${line}\n`));
         // renewals are written back into the config dir; the dialer presents the newest certificate
-        const credentials = new RelayCredentials(cfg, { configDir: o.configDir });
+        const credentials = new RelayCredentials(cfg, { configDir: o.configDir, log: (line) => io.err(`svc-relay: ${line}\n`) });
         const agent = new RelayAgent({
           dial: wsDialer(() => credentials.current),
           handler: exec.handle,

@@ -2,12 +2,15 @@
  * `svc-relay enroll`: makes the key pair on this machine, sends only the CSR with the enroll
  * token to the control plane, and writes key/cert/CA/relay.json into the config directory
  * (directory 0700, files 0600). The private key never leaves the machine.
+ * The registration is retried (retry.ts) when it gets no answer, times out, or is answered 408,
+ * 429 or a 5xx; a refusal (another 4xx: unknown, used or expired token) ends it at once.
  */
 import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { generateKeyAndCsr, identityOf } from '../pki/index.js';
 import { RelayError } from './errors.js';
+import { retryAfterMs, retrying, transient, transientNetworkError, transientStatus, type HttpRetryOptions } from './retry.js';
 
 export const KEY_FILE = 'key.pem';
 export const CERT_FILE = 'cert.pem';
@@ -32,8 +35,12 @@ export interface EnrollOptions {
   force?: boolean;
   /** RSA key size (default pki's DEFAULT_RELAY_KEY_BITS) */
   keyBits?: number;
-  /** request timeout (default 30 s) */
+  /** request timeout of each attempt (default 30 s) */
   timeoutMs?: number;
+  /** how no answer, a timeout, 408, 429 and 5xx are retried (retry.ts; default 4 retries from 0.5 s); other refusals end at once */
+  retry?: HttpRetryOptions;
+  /** hears about each failed attempt that is tried again */
+  log?: (line: string) => void;
   fetch?: typeof fetch;
 }
 
@@ -68,32 +75,49 @@ export async function enroll(opts: EnrollOptions): Promise<EnrollResult> {
   if (opts.name !== undefined) body.name = opts.name;
 
   const doFetch = opts.fetch ?? fetch;
-  let res: Response;
-  try {
-    res = await doFetch(`${controlPlane}/v1/relays/register`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'application/json' },
-      body: JSON.stringify(body),
-      signal: AbortSignal.timeout(opts.timeoutMs ?? 30_000),
-    });
-  } catch (err) {
-    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-    const why = cause?.code ?? cause?.message ?? (err as Error).message;
-    throw new RelayError('RELAY_ERR_UNREACHABLE', `cannot reach the control plane at ${controlPlane}: ${why}`, { cause: err });
-  }
-  const text = await res.text().catch(() => '');
-  let json: unknown = null;
-  try {
-    json = text.length > 0 ? JSON.parse(text) : null;
-  } catch {
-    json = null;
-  }
-  if (res.status !== 201) {
-    const e = (json && typeof json === 'object' ? ((json as { error?: unknown }).error ?? json) : {}) as { code?: unknown; message?: unknown };
-    const code = typeof e.code === 'string' ? e.code : `http_${res.status}`;
-    const message = typeof e.message === 'string' ? e.message : text.slice(0, 200) || res.statusText;
-    throw new RelayError('RELAY_ERR_REGISTER_REFUSED', `the control plane refused the registration (HTTP ${res.status} ${code}): ${message}`, { detail: { status: res.status, code } });
-  }
+  // set once an attempt got no answer, or a gateway's: the control plane may have registered it
+  let unanswered = false;
+  const json = await retrying(
+    async () => {
+      let res: Response;
+      try {
+        res = await doFetch(`${controlPlane}/v1/relays/register`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', accept: 'application/json' },
+          body: JSON.stringify(body),
+          signal: AbortSignal.timeout(opts.timeoutMs ?? 30_000),
+        });
+      } catch (err) {
+        const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+        const why = cause?.code ?? cause?.message ?? (err as Error).message;
+        const e = new RelayError('RELAY_ERR_UNREACHABLE', `cannot reach the control plane at ${controlPlane}: ${why}`, { cause: err });
+        if (!transientNetworkError(err)) throw e;
+        // a refused connection never reached it; a reset or a timeout may have
+        if ((err as { cause?: { code?: string } }).cause?.code !== 'ECONNREFUSED') unanswered = true;
+        throw transient(e);
+      }
+      const text = await res.text().catch(() => '');
+      let parsed: unknown = null;
+      try {
+        parsed = text.length > 0 ? JSON.parse(text) : null;
+      } catch {
+        parsed = null;
+      }
+      if (res.status === 201) return parsed;
+      const e = (parsed && typeof parsed === 'object' ? ((parsed as { error?: unknown }).error ?? parsed) : {}) as { code?: unknown; message?: unknown };
+      const code = typeof e.code === 'string' ? e.code : `http_${res.status}`;
+      const message = typeof e.message === 'string' ? e.message : text.slice(0, 200) || res.statusText;
+      const hint =
+        unanswered && res.status >= 400 && res.status < 500
+          ? '; an earlier attempt got no answer and may have registered this relay with the token: list the relays (`svc relay list`), delete one that never came online, and enroll with a new token'
+          : '';
+      const refused = new RelayError('RELAY_ERR_REGISTER_REFUSED', `the control plane refused the registration (HTTP ${res.status} ${code}): ${message}${hint}`, { detail: { status: res.status, code } });
+      if (!transientStatus(res.status)) throw refused;
+      if (res.status === 502 || res.status === 504) unanswered = true;
+      throw transient(refused, retryAfterMs(res.headers.get('retry-after')));
+    },
+    { what: 'registration', ...(opts.retry ? { retry: opts.retry } : {}), ...(opts.log ? { log: opts.log } : {}) },
+  );
   const r = json as Record<string, unknown> | null;
   if (!r || !isStr(r.relay_id) || !isStr(r.certificate_pem) || !isStr(r.ca_certificate_pem) || !isStr(r.tunnel_url) || !isStr(r.expires_at)) {
     throw new RelayError('RELAY_ERR_BAD_RESPONSE', 'the control plane answered 201 without relay_id, certificate_pem, ca_certificate_pem, tunnel_url and expires_at');

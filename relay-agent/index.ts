@@ -6,6 +6,7 @@
 export { RELAY_ERRORS, RelayError, type RelayErrorCode } from './errors.js';
 export { CA_FILE, CERT_FILE, KEY_FILE, RELAY_JSON, enroll, loadConfig, type EnrollOptions, type EnrollResult, type LoadedConfig, type RelayConfig } from './enroll.js';
 export { RENEW_PATH, RelayCredentials, RenewError, renewUrl, requestRenewal, validityOf, writeFileAtomic, type CertificateValidity, type RenewedCertificate, type RequestRenewalOptions } from './renew.js';
+export { DEFAULT_HTTP_RETRY, retryAfterMs, transientNetworkError, transientStatus, type HttpRetryOptions } from './retry.js';
 export { DEFAULT_EXECUTOR_LIMITS, createExecutor, firstKeyword, type Executor, type ExecutorLimits, type ExecutorOptions } from './executor.js';
 export {
   DialError,

@@ -7,8 +7,13 @@
  * loadConfig FINISHES an interrupted switch (the old certificate is superseded by then and can
  * no longer renew), so a crash leaves the new pair in place once both `.next` files were written.
  *
+ * The POST is retried (retry.ts) when it gets no answer, times out, or is answered 408, 429 or a
+ * 5xx; a refusal (another 4xx: revoked relay, superseded certificate, reused key) ends it at once.
+ * Every attempt sends the same CSR (one new key per renewal).
+ *
  * `RelayCredentials` holds what the dialer presents; after `renew()` the next dial uses the new
- * certificate. When to renew is the agent's business (agent.ts: about half the lifetime).
+ * certificate. When to renew, and again after a failed renewal, is the agent's business
+ * (agent.ts: about half the lifetime).
  */
 import { createPrivateKey, generateKeyPair, X509Certificate } from 'node:crypto';
 import { renameSync, statSync } from 'node:fs';
@@ -19,6 +24,7 @@ import { promisify } from 'node:util';
 import { createCsr, DEFAULT_RELAY_KEY_BITS, serialOf, tlsClientOptions } from '../pki/index.js';
 import { CA_FILE, CERT_FILE, KEY_FILE, NEXT_SUFFIX, RELAY_JSON, writeFileAtomic, type LoadedConfig, type RelayConfig } from './enroll.js';
 import { RelayError } from './errors.js';
+import { retryAfterMs, retrying, transient, transientNetworkError, transientStatus, type HttpRetryOptions } from './retry.js';
 
 /** the path on the tunnel port (see control-plane/tunnel) */
 export const RENEW_PATH = '/v1/relay/renew';
@@ -75,8 +81,12 @@ async function newKeyAndCsr(bits: number): Promise<{ keyPem: string; csrPem: str
 
 export interface RequestRenewalOptions {
   keyBits?: number;
-  /** default 30 s */
+  /** each attempt's timeout (default 30 s) */
   timeoutMs?: number;
+  /** how no answer, a timeout, 408, 429 and 5xx are retried (retry.ts; default 4 retries from 0.5 s); a refusal (other 4xx) ends at once */
+  retry?: HttpRetryOptions;
+  /** hears about each failed attempt that is tried again */
+  log?: (line: string) => void;
   signal?: AbortSignal;
   /** test hook: the CSR to send instead of one for a fresh key (e.g. a key already used) */
   csr?: { keyPem: string; csrPem: string };
@@ -90,49 +100,58 @@ export async function requestRenewal(current: Current, o: RequestRenewalOptions 
   const fresh = o.csr ?? (await newKeyAndCsr(o.keyBits ?? DEFAULT_RELAY_KEY_BITS));
   const body = JSON.stringify({ csr_pem: fresh.csrPem });
   const host = url.hostname.replace(/^\[|\]$/g, '');
-  const { status, text } = await new Promise<{ status: number; text: string }>((resolve, reject) => {
-    const req = https.request(
-      url,
-      {
-        method: 'POST',
-        ...tlsClientOptions({ keyPem: current.keyPem, certPem: current.certPem, caCertPem: current.caCertPem }),
-        ...(isIP(host) ? {} : { servername: host }),
-        agent: false,
-        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), accept: 'application/json' },
-        timeout: o.timeoutMs ?? 30_000,
-        ...(o.signal ? { signal: o.signal } : {}),
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
-        res.on('error', reject);
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error(`no answer within ${o.timeoutMs ?? 30_000} ms`)));
-    req.on('error', reject);
-    req.end(body);
-  }).catch((err: unknown) => {
-    throw new RenewError(`cannot reach ${url.href}: ${(err as Error).message}`, { cause: err });
-  });
-  let json: Record<string, unknown> | null = null;
-  try {
-    json = JSON.parse(text) as Record<string, unknown>;
-  } catch {
-    json = null;
-  }
-  if (status !== 200) {
-    const e = (json?.['error'] ?? {}) as { code?: unknown; message?: unknown; reason?: unknown };
-    const reason = typeof e.reason === 'string' ? e.reason : typeof e.code === 'string' ? e.code : undefined;
-    const message = typeof e.message === 'string' ? e.message : text.slice(0, 200);
-    throw new RenewError(`the control plane refused the renewal (HTTP ${status}${reason ? ` ${reason}` : ''}): ${message}`, { status, ...(reason ? { reason } : {}) });
-  }
+  const timeoutMs = o.timeoutMs ?? 30_000;
+  const post = (): Promise<{ status: number; retryAfter: string | string[] | undefined; text: string }> =>
+    new Promise((resolve, reject) => {
+      const req = https.request(
+        url,
+        {
+          method: 'POST',
+          ...tlsClientOptions({ keyPem: current.keyPem, certPem: current.certPem, caCertPem: current.caCertPem }),
+          ...(isIP(host) ? {} : { servername: host }),
+          agent: false,
+          headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), accept: 'application/json' },
+          timeout: timeoutMs,
+          ...(o.signal ? { signal: o.signal } : {}),
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, retryAfter: res.headers['retry-after'], text: Buffer.concat(chunks).toString('utf8') }));
+          res.on('error', reject);
+        },
+      );
+      req.on('timeout', () => req.destroy(Object.assign(new Error(`no answer within ${timeoutMs} ms`), { code: 'ETIMEDOUT' })));
+      req.on('error', reject);
+      req.end(body);
+    });
+  const json = await retrying(
+    async () => {
+      const { status, retryAfter, text } = await post().catch((err: unknown) => {
+        const e = new RenewError(`cannot reach ${url.href}: ${(err as Error).message}`, { cause: err });
+        throw transientNetworkError(err) && !o.signal?.aborted ? transient(e) : e;
+      });
+      let parsed: Record<string, unknown> | null = null;
+      try {
+        parsed = JSON.parse(text) as Record<string, unknown>;
+      } catch {
+        parsed = null;
+      }
+      if (status === 200) return parsed;
+      const e = (parsed?.['error'] ?? {}) as { code?: unknown; message?: unknown; reason?: unknown };
+      const reason = typeof e.reason === 'string' ? e.reason : typeof e.code === 'string' ? e.code : undefined;
+      const message = typeof e.message === 'string' ? e.message : text.slice(0, 200);
+      const refused = new RenewError(`the control plane refused the renewal (HTTP ${status}${reason ? ` ${reason}` : ''}): ${message}`, { status, ...(reason ? { reason } : {}) });
+      throw transientStatus(status) ? transient(refused, retryAfterMs(retryAfter)) : refused;
+    },
+    { what: 'certificate renewal', ...(o.retry ? { retry: o.retry } : {}), ...(o.log ? { log: o.log } : {}), ...(o.signal ? { signal: o.signal } : {}) },
+  );
   const certPem = json?.['certificate_pem'];
   const caCertPem = json?.['ca_certificate_pem'];
-  if (typeof certPem !== 'string' || typeof caCertPem !== 'string') throw new RenewError('the control plane answered 200 without certificate_pem and ca_certificate_pem', { status });
+  if (typeof certPem !== 'string' || typeof caCertPem !== 'string') throw new RenewError('the control plane answered 200 without certificate_pem and ca_certificate_pem', { status: 200 });
   const cert = new X509Certificate(certPem);
   if (!cert.checkPrivateKey(createPrivateKey(fresh.keyPem))) {
-    throw new RenewError('the renewed certificate does not match the key made for it', { status });
+    throw new RenewError('the renewed certificate does not match the key made for it', { status: 200 });
   }
   return { ...validityOf(certPem, new Date()), keyPem: fresh.keyPem, certPem, caCertPem };
 }
@@ -150,7 +169,7 @@ export class RelayCredentials {
   constructor(cfg: LoadedConfig, o: { configDir?: string; obtainedAt?: Date } & Omit<RequestRenewalOptions, 'signal' | 'csr'> = {}) {
     this.#current = cfg;
     this.#configDir = o.configDir;
-    this.#o = { ...(o.keyBits ? { keyBits: o.keyBits } : {}), ...(o.timeoutMs ? { timeoutMs: o.timeoutMs } : {}) };
+    this.#o = { ...(o.keyBits ? { keyBits: o.keyBits } : {}), ...(o.timeoutMs ? { timeoutMs: o.timeoutMs } : {}), ...(o.retry ? { retry: o.retry } : {}), ...(o.log ? { log: o.log } : {}) };
     let obtainedAt = o.obtainedAt;
     if (!obtainedAt && o.configDir) {
       try {
