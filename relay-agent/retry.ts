@@ -7,6 +7,7 @@
  * call at once with that error. The tunnel's own reconnect loop (agent.ts) is separate.
  */
 import pRetry, { AbortError } from 'p-retry';
+import { RelayError } from './errors.js';
 
 export interface HttpRetryOptions {
   /** attempts after the first (default 4) */
@@ -108,8 +109,8 @@ export interface RetryingOptions {
 
 /**
  * Runs `attempt` until it succeeds, it throws anything but `transient(…)`, or the retries are
- * spent; rejects with the last attempt's error (the `transient` one unwrapped), whose message then
- * says how many attempts were made.
+ * spent; rejects with the last attempt's error (the `transient` one unwrapped; a RelayError's
+ * message then says how many attempts were made), or with `signal`'s reason once it aborts.
  */
 export async function retrying<T>(attempt: (attemptNumber: number) => Promise<T>, o: RetryingOptions): Promise<T> {
   const r = { ...DEFAULT_HTTP_RETRY, ...(o.retry ?? {}) };
@@ -148,7 +149,8 @@ export async function retrying<T>(attempt: (attemptNumber: number) => Promise<T>
     );
   } catch (err) {
     const e = err instanceof TransientFailure ? err.error : err;
-    if (attempts > 1 && e instanceof Error) e.message += ` (after ${attempts} attempts)`;
+    // our own errors say how many attempts were made (not, e.g., the abort signal's reason)
+    if (attempts > 1 && e instanceof RelayError) e.message += ` (after ${attempts} attempts)`;
     throw e;
   }
 }

@@ -15,6 +15,7 @@ import t from 'tap';
 import { enroll, loadConfig, RelayError, RenewError, requestRenewal, retryAfterMs, transientNetworkError, transientStatus } from '../../relay-agent/index.js';
 import { api, signupAgent, startServer, tempDir, type TestServer } from '../helpers/server.js';
 import type { TapTest } from '../helpers/tap.js';
+import { until } from './harness.js';
 
 /** fast backoff for the tests; Retry-After is still honoured */
 const FAST = { retries: 3, minTimeoutMs: 5, maxTimeoutMs: 20 };
@@ -175,6 +176,25 @@ t.test('renewal: reset connections are retried; a deleted relay is refused at th
   t.ok(err instanceof RenewError);
   t.match(err, { status: 403, reason: 'relay_revoked' });
   t.equal(direct.connections(), 1, 'exactly one attempt');
+});
+
+t.test('renewal: stopping the relay ends the wait between attempts at once', async (t) => {
+  const a = await signupAgent(srv.url);
+  const r = await enroll({ controlPlane: srv.url, token: await enrollToken(a.key), configDir: await configDir(), keyBits: 2048 });
+  const down = await resettingRelay(t, Number.POSITIVE_INFINITY);
+  const stop = new AbortController();
+  const t0 = Date.now();
+  // waits: 0.4-0.8 s after the first attempt, then at least 0.8 s after the second (stopped in it)
+  const renewing = requestRenewal({ ...loadConfig(r.configDir), tunnel_url: `wss://127.0.0.1:${down.port}` }, { keyBits: 2048, retry: { retries: 3, minTimeoutMs: 400, maxTimeoutMs: 60_000 }, signal: stop.signal });
+  await until('the second attempt failed', async () => down.connections() >= 2, 10_000, 10);
+  await new Promise((res) => setTimeout(res, 100));
+  const stopped = Date.now();
+  stop.abort();
+  const err = await renewing.catch((e: unknown) => e);
+  t.equal((err as Error).name, 'AbortError', 'the stop, not a failure of its own');
+  t.ok(Date.now() - stopped < 400, `stopped at once (${Date.now() - stopped} ms), not after the wait`);
+  t.equal(down.connections(), 2, 'no further attempt');
+  t.ok(Date.now() - t0 < 10_000);
 });
 
 t.test('what counts as transient', async (t) => {
