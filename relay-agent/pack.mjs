@@ -175,8 +175,10 @@ export function importedPackages(dir = DIST_DIR) {
       if (e.isDirectory()) walk(p);
       else if (e.name.endsWith('.js')) {
         const text = readFileSync(p, 'utf8');
-        for (const m of text.matchAll(/(?:^|[\s;])(?:import|export)\s[^'"]*?from\s*['"]([^'"]+)['"]|(?:^|[\s;])import\s*['"]([^'"]+)['"]|\bimport\(\s*['"]([^'"]+)['"]\s*\)/g)) {
-          const spec = /** @type {string} */ (m[1] ?? m[2] ?? m[3]);
+        // static and dynamic imports, and require() (createRequire(import.meta.url)('pg/lib/utils.js'))
+        const specifiers = /(?:^|[\s;])(?:import|export)\s[^'"]*?from\s*['"]([^'"]+)['"]|(?:^|[\s;])import\s*['"]([^'"]+)['"]|\bimport\(\s*['"]([^'"]+)['"]\s*\)|(?:\brequire|\bcreateRequire\([^)]*\))\(\s*['"]([^'"]+)['"]\s*\)/g;
+        for (const m of text.matchAll(specifiers)) {
+          const spec = /** @type {string} */ (m[1] ?? m[2] ?? m[3] ?? m[4]);
           if (spec.startsWith('.') || spec.startsWith('node:') || builtins.has(spec)) continue;
           const parts = spec.split('/');
           found.add(spec.startsWith('@') ? parts.slice(0, 2).join('/') : /** @type {string} */ (parts[0]));

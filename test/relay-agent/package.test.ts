@@ -24,7 +24,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
 import { RELAY_AGENT_VERSION } from '../../relay-agent/index.js';
-import { dependencyClosure, packageProblems, pinProblems, relayPackage, rootLockfile } from '../../relay-agent/pack.mjs';
+import { dependencyClosure, importedPackages, packageProblems, pinProblems, relayPackage, rootLockfile } from '../../relay-agent/pack.mjs';
 import { openConnection, signupAgent, startServer, tempDir } from '../helpers/server.js';
 import { ordersDatabase, queryFn, root, until, waitStatus } from './harness.js';
 
@@ -54,6 +54,15 @@ t.test('the relay package: private, our names, its version, pinned dependencies'
   t.match(pinProblems({ ...pkg, dependencies: { ...pkg.dependencies, pg: '^8.0.0' } }, lock), [/^pg: "\^8\.0\.0" in relay-agent\/package\.json, \d+\.\d+\.\d+ in the root package-lock\.json$/]);
   t.match(pinProblems({ ...pkg, dependencies: { 'left-pad': '1.3.0' } }, lock), [/left-pad: not in the root package-lock.json/]);
   t.match(packageProblems({ ...pkg, bundleDependencies: ['pg'] }, lock), [/bundleDependencies/]);
+
+  // what pack.mjs counts as the relay's imports (a package it imports must be a dependency)
+  const sample = await tempDir('svc-relay-imports-');
+  t.teardown(() => fs.rm(sample, { recursive: true, force: true }));
+  writeFileSync(
+    path.join(sample, 'a.js'),
+    "import ws from 'ws';\nimport './local.js';\nimport fs from 'node:fs';\nimport 'side-effect';\nexport { x } from '@scope/pkg/deep.js';\nconst u = createRequire(import.meta.url)('pg/lib/utils.js');\nconst l = await import('lazy');\n",
+  );
+  t.same([...importedPackages(sample)].sort(), ['@scope/pkg', 'lazy', 'pg', 'side-effect', 'ws']);
 
   const closure = dependencyClosure(pkg, lock).map((c) => c.key);
   for (const k of ['node_modules/pg', 'node_modules/pg-pool', 'node_modules/pg-protocol', 'node_modules/ws', 'node_modules/p-retry', 'node_modules/is-network-error']) t.ok(closure.includes(k), `${k} is bundled`);
