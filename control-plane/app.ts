@@ -187,7 +187,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     forwarder: new RelayForwarder(store, replicaId, () => loadCa(), (outcome) => metrics.forwards.inc({ direction: 'sent', outcome })),
     metrics,
     live,
-    credentials: new CredentialStore(store, keyRing, live.kinds),
+    credentials: new CredentialStore(store, keyRing, live.kinds, (kind, secret, options) => live.checkCredential(kind, secret, options)),
     shutdown: shutdownController.signal,
     // revocations made on other replicas (or of agent keys, by the dashboard) are read from the store
     running: new RunningQueries(store),
