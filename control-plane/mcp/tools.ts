@@ -506,12 +506,12 @@ export function isSourceError(code: string, details: unknown): boolean {
 const templatePattern = (path: string): RegExp => new RegExp(`^${path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{[a-z_]+\}/g, '[^/?#\\s]+')}$`);
 
 /** Each tool's HTTP operation as a matcher; operations without a path parameter first (`/v1/connections/targets` is not a connection id). */
-const OPERATIONS: readonly { readonly method: string; readonly path: RegExp; readonly tool: string }[] = TOOLS.map((t) => {
-  const [method, path] = t.operation.split(' ') as [string, string];
-  return { method, path: templatePattern(path), tool: t.name, literal: !path.includes('{') };
-})
-  .sort((a, b) => Number(b.literal) - Number(a.literal))
-  .map(({ literal: _literal, ...o }) => o);
+const OPERATIONS: readonly { readonly method: string; readonly path: RegExp; readonly tool: string }[] = [...TOOLS]
+  .sort((a, b) => Number(a.operation.includes('{')) - Number(b.operation.includes('{')))
+  .map((t) => {
+    const [method, path] = t.operation.split(' ') as [string, string];
+    return { method, path: templatePattern(path), tool: t.name };
+  });
 
 /**
  * An API message as an MCP client should read it: each HTTP operation it names ("open a new one
