@@ -88,7 +88,7 @@ function wrapList(items: readonly string[], indent: string, width = 100): string
  * (--json has the descriptions too).
  */
 function tablesText(tables: readonly Obj[]): string {
-  if (tables.length === 0) return 'tables: none listed (the target reads the tables of the database its credential or relay reaches)\n';
+  if (tables.length === 0) return 'tables: none listed here (the database its credential or relay reaches has them): open a connection, then svc schema <connection_id> lists what it may read\n';
   const blocks = tables.map((x) => {
     const columns = Array.isArray(x['columns']) ? (x['columns'] as Obj[]) : [];
     const head = `  ${String(x['name'])}${x['time_column'] ? ` (time column ${String(x['time_column'])})` : ''}`;

@@ -46,7 +46,7 @@ function sqlStep(reason: unknown): string {
     case 'out_of_memory':
       return 'select fewer or shorter columns (e.g. left(column, 1000)) or fewer rows, then retry';
     default:
-      return "fix the statement: one read (SELECT, WITH … SELECT, VALUES or TABLE) in the source's SQL dialect, naming tables and columns as svc target <target_id> lists them";
+      return "fix the statement: one read (SELECT, WITH … SELECT, VALUES or TABLE) in the source's SQL dialect, naming tables and columns as svc schema <connection_id> lists them";
   }
 }
 

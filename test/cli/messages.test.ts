@@ -23,7 +23,7 @@ t.test('invalid_sql ends with a next: line that fits its reason', async (t) => {
   const syntax = await svc(['query', conn, 'SELEC class_code FROM encounters']);
   t.equal(syntax.code, 4);
   t.match(syntax.stderr, /invalid_sql \(HTTP 400\)/);
-  t.match(syntax.stderr, /\nnext: fix the statement: one read \(SELECT, WITH … SELECT, VALUES or TABLE\)[^\n]*svc target <target_id>/);
+  t.match(syntax.stderr, /\nnext: fix the statement: one read \(SELECT, WITH … SELECT, VALUES or TABLE\)[^\n]*svc schema <connection_id>/);
 
   const complex = await svc(['query', conn, `SELECT 1 FROM encounters WHERE class_code IN (${Array.from({ length: 12_000 }, (_, i) => `'c${i}'`).join(',')})`]);
   t.equal(complex.code, 4);
@@ -49,5 +49,5 @@ t.test('svc target lists the columns of each table', async (t) => {
   t.ok(tableLines.length > 12 && tableLines.every((line) => line.length <= 100), 'column lines are wrapped at 100 characters');
   const live = await svc(['target', 'postgres']);
   t.equal(live.code, 0, live.stderr);
-  t.match(live.stdout, /tables: none listed/);
+  t.match(live.stdout, /tables: none listed here [^\n]*svc schema <connection_id>/);
 });
