@@ -76,9 +76,11 @@ export interface SvcApp {
 
 export async function buildApp(config: Config, options: BuildOptions = {}): Promise<SvcApp> {
   const catalogue = new Catalogue();
-  // warnings from parts started before the logger exists are kept, then logged once it does
-  const early: string[] = [];
-  let warn = (message: string): void => void early.push(message);
+  // warnings and progress from parts started before the logger exists are kept, then logged once it does
+  type Fields = Readonly<Record<string, unknown>>;
+  const early: { readonly level: 'warn' | 'info'; readonly message: string; readonly fields?: Fields }[] = [];
+  let warn = (message: string): void => void early.push({ level: 'warn', message });
+  let info = (message: string, fields?: Fields): void => void early.push({ level: 'info', message, ...(fields ? { fields } : {}) });
   const [store] = await Promise.all([
     openStore({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, ...(options.storeTemplate ? { template: options.storeTemplate } : {}), warn: (m) => warn(m) }),
     initSqlParser(),
@@ -95,6 +97,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
         datasets: catalogue.datasets,
         ...(options.demoImage ? { image: options.demoImage } : {}),
         warn: (m) => warn(m),
+        info: (m, fields) => info(m, fields),
       }).then((e) => (demoEngine = e));
       demoStarted.catch(() => undefined); // reported to queries that wait for it, and at close
     }
@@ -124,7 +127,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     requestTimeout: REQUEST_TIMEOUT_MS,
   }).withTypeProvider<TypeBoxTypeProvider>();
   warn = (message) => app.log.warn(message);
-  for (const m of early.splice(0)) warn(m);
+  info = (message, fields) => app.log.info(fields ?? {}, message);
+  for (const m of early.splice(0)) (m.level === 'warn' ? warn : info)(m.message, m.fields);
 
   // closing: new requests get the contract's 503; running queries are waited for
   let closing = false;
@@ -187,7 +191,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     forwarder: new RelayForwarder(store, replicaId, () => loadCa(), (outcome) => metrics.forwards.inc({ direction: 'sent', outcome })),
     metrics,
     live,
-    credentials: new CredentialStore(store, keyRing, live.kinds),
+    credentials: new CredentialStore(store, keyRing, live.kinds, (kind, secret, options) => live.checkCredential(kind, secret, options)),
     shutdown: shutdownController.signal,
     // revocations made on other replicas (or of agent keys, by the dashboard) are read from the store
     running: new RunningQueries(store),

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// Verify an svc audit export offline: node verify-audit.mjs <export.jsonl> [audit_genesis_hash]
-// Needs nothing but Node.js. Implements the algorithm published in the README.
+// Verify an svc audit export offline: node verify-audit.mjs <export.jsonl | -> [audit_genesis_hash]
+// Needs nothing but Node.js, and runs from any directory (the export's path is taken relative to
+// the current one; - reads it from standard input). Implements the algorithm published in the README.
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 
@@ -11,7 +12,8 @@ const canon = (v) =>
 const sha256 = (s) => createHash('sha256').update(s, 'utf8').digest('hex');
 
 const [file, genesis] = process.argv.slice(2);
-const events = readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
+if (!file) { console.error('usage: node verify-audit.mjs <export.jsonl | -> [audit_genesis_hash]'); process.exit(2); }
+const events = readFileSync(file === '-' ? 0 : file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
 let prev = genesis ?? events[0]?.prev_hash;
 for (const [i, { hash, ...event }] of events.entries()) {
   const ok = event.seq === i + 1 && event.prev_hash === prev && sha256(`${prev}\n${canon(event)}`) === hash;

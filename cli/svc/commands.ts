@@ -68,6 +68,35 @@ function optionValue(key: string, value: string): unknown {
   }
 }
 
+/** Words joined with ", " into lines of at most `width` characters, each indented by `indent`. */
+function wrapList(items: readonly string[], indent: string, width = 100): string {
+  const lines: string[] = [];
+  let line = '';
+  for (const [i, item] of items.entries()) {
+    const piece = i < items.length - 1 ? `${item},` : item;
+    if (line && indent.length + line.length + 1 + piece.length > width) {
+      lines.push(indent + line);
+      line = piece;
+    } else line = line ? `${line} ${piece}` : piece;
+  }
+  if (line) lines.push(indent + line);
+  return lines.join('\n');
+}
+
+/**
+ * `svc target`'s tables: each with its time column, then its columns as `name type`, wrapped
+ * (--json has the descriptions too).
+ */
+function tablesText(tables: readonly Obj[]): string {
+  if (tables.length === 0) return 'tables: none listed here (the database its credential or relay reaches has them): open a connection, then svc schema <connection_id> lists what it may read\n';
+  const blocks = tables.map((x) => {
+    const columns = Array.isArray(x['columns']) ? (x['columns'] as Obj[]) : [];
+    const head = `  ${String(x['name'])}${x['time_column'] ? ` (time column ${String(x['time_column'])})` : ''}`;
+    return columns.length ? `${head}\n${wrapList(columns.map((c) => `${String(c['name'])} ${String(c['type'])}`), '    ')}` : head;
+  });
+  return `tables:\n${blocks.join('\n')}\n`;
+}
+
 /**
  * Verify an export offline with the published algorithm (README; control-plane/audit/chain.ts):
  * the first event links to `genesis` (default: its own prev_hash), each next one to the previous.
@@ -257,7 +286,7 @@ export async function main(argv: string[], io: Io, env: NodeJS.ProcessEnv = proc
           return (
             keyValues({ id: t['id'], kind: t['kind'], name: t['name'], pack: t['pack'], tiers: t['tiers'], credential_kind: t['credential_kind'], queryable: t['queryable'] }) +
             `scopes: ${JSON.stringify(scopes, null, 2)}\n` +
-            `tables:\n${tables.map((x) => `  ${String(x['name'])}${x['time_column'] ? ` (time column ${String(x['time_column'])})` : ''}`).join('\n')}\n`
+            tablesText(tables)
           );
         }),
       ),

@@ -34,8 +34,26 @@ export function exitCodeForStatus(status: number): number {
   return EXIT.server;
 }
 
-function nextStep(status: number, code: string, headers: Headers, o: ClientOptions): string {
+/** What to do about a statement the API refused as invalid_sql, by `details.reason`. */
+function sqlStep(reason: unknown): string {
+  switch (reason) {
+    case 'too_complex':
+      return 'split the statement or simplify it (fewer nested subqueries and shorter IN lists), then retry';
+    case 'unsupported':
+      return 'write that expression another way (a subquery or a CTE); the rest of the statement passed the scope check';
+    case 'row_too_large':
+    case 'message_too_large':
+    case 'out_of_memory':
+      return 'select fewer or shorter columns (e.g. left(column, 1000)) or fewer rows, then retry';
+    default:
+      return "fix the statement: one read (SELECT, WITH … SELECT, VALUES or TABLE) in the source's SQL dialect, naming tables and columns as svc schema <connection_id> lists them";
+  }
+}
+
+function nextStep(status: number, code: string, headers: Headers, o: ClientOptions, details: unknown): string {
   switch (code) {
+    case 'invalid_sql':
+      return sqlStep(details && typeof details === 'object' ? (details as Record<string, unknown>)['reason'] : undefined);
     case 'unauthorized':
       return `set SVC_API_KEY to your agent key (svc_conn_…) or run: svc signup --org <name> --agent <name>  (key looked up in ${o.keySource})`;
     case 'payment_required':
@@ -96,10 +114,10 @@ export async function request(o: ClientOptions, call: ApiCall): Promise<ApiResul
     throw new CliFailure(EXIT.server, `cannot reach the svc API at ${o.baseUrl} (${why}); is the server running? set --base-url or SVC_BASE_URL`);
   }
   if (r.status >= 400) {
-    const e = (r.body as { error?: { code?: unknown; message?: unknown } } | undefined)?.error;
+    const e = (r.body as { error?: { code?: unknown; message?: unknown; details?: unknown } } | undefined)?.error;
     const code = typeof e?.code === 'string' ? e.code : `http_${r.status}`;
     const message = typeof e?.message === 'string' ? e.message : r.text.slice(0, 300);
-    const next = nextStep(r.status, code, r.headers ?? new Headers(), o);
+    const next = nextStep(r.status, code, r.headers ?? new Headers(), o, e?.details);
     throw new CliFailure(exitCodeForStatus(r.status), `${code} (HTTP ${r.status}): ${message}${next ? `\nnext: ${next}` : ''}`, r.body);
   }
   return r;

@@ -200,10 +200,15 @@ export function parseScopes(target: ScopeTarget, scopes: readonly string[]): Par
   const canonicalFilters = filters.map((f) => ({ ...f, table: canonical(f.table) }));
   for (const f of canonicalFilters) {
     if (readAll || !readCanonical.has(f.table)) {
-      const unknownSchema = target.defaultSchema === null && (f.table.includes('.') ? reads.has(f.table.split('.')[1] as string) : [...reads].some((r) => r.split('.')[1] === f.table));
+      // MySQL: `orders` is a table of the credential's database, which is known only when a query
+      // runs (and changes with the credential), so `orders` and `shop.orders` cannot be said to be
+      // one table here: the filter must spell the table as its read: scope does
+      const bare = f.table.includes('.') ? (f.table.split('.')[1] as string) : f.table;
+      const other = target.defaultSchema === null && !readAll ? [...reads].find((r) => (r.includes('.') ? r.split('.')[1] : r) === bare) : undefined;
+      const spelled = f.table.includes('.') ? f.table : `${f.table} (the credential's database)`;
       fail(
-        unknownSchema
-          ? `filter on ${f.table} must name the table as its read: scope does (an unqualified name means the credential's database, known only when the query runs)`
+        other !== undefined
+          ? `filter on ${spelled} does not name the table of read:${other}: an unqualified name means the credential's database, known only when a query runs, so a filter must spell its table as the read: scope does; write filter:${other}.${f.column}=… or read:${f.table}`
           : `filter on ${f.table} needs read:${f.table} in the same connection`,
       );
     }

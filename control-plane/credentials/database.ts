@@ -210,6 +210,30 @@ export async function resolveDatabaseAddress(
 }
 
 /**
+ * The address check of `resolveDatabaseAddress`, made when a credential is registered: a host
+ * that resolves to an address no query may reach (loopback or private without
+ * SVC_LIVE_ALLOW_PRIVATE=1, link-local, metadata, a database server of the control plane) is
+ * refused now, with the 400 `address_not_allowed` a query would get, rather than at the first
+ * query. A name that does not resolve (yet), or does not answer within `timeoutMs`, is accepted:
+ * the query path resolves it again for every statement and answers 503 until it does.
+ */
+export async function checkDatabaseAddress(kind: string, url: DatabaseUrl, o: { allowPrivate: boolean; reserved: readonly ReservedDatabase[] }, timeoutMs = 3000): Promise<void> {
+  const check = resolveDatabaseAddress(kind, url, o).then(
+    () => undefined,
+    (err: unknown) => {
+      if (err instanceof ApiError && err.details?.['reason'] === 'address_not_allowed') throw err;
+    },
+  );
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)));
+  try {
+    await Promise.race([check, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
  * Remove every trace of a credential from a driver's message before it goes anywhere (error
  * bodies, audit events, logs): the whole secret, the password, and the user name.
  */

@@ -70,6 +70,8 @@ export class CredentialStore {
     private readonly store: Store,
     private readonly keys: () => Promise<MasterKeyRing>,
     kinds: readonly CredentialKindDef[],
+    /** checks made at registration once the kind validated the credential (live/index.ts `checkCredential`); throws ApiError to refuse it */
+    private readonly check: (kind: string, secret: string, options: Readonly<Record<string, unknown>>) => Promise<void> = async () => undefined,
   ) {
     this.byKind = new Map(kinds.map((k) => [k.kind, k]));
   }
@@ -100,6 +102,7 @@ export class CredentialStore {
       throw new ApiError('invalid_request', `secret must not contain control characters or surrounding whitespace: ${def.secret.description}`, { field: 'secret' });
     }
     const normalized = def.validate(secret, options);
+    await this.check(def.kind, secret, normalized);
     const ring = await this.keys();
     const sealed = seal(ring.current, JSON.stringify({ secret, options: normalized }), sealContext(orgId, def.kind));
     const now = new Date().toISOString();

@@ -15,6 +15,7 @@ import { unpackImage, type DataImage } from '../embedded/image-fs.js';
 import { GuardedPgClient, MessageTooLargeError, readGuarded, RowTooLargeError } from '../embedded/pg-guarded.js';
 import { ApiError } from '../errors.js';
 import type { DatasetDef } from './types.js';
+import type { SeedProgress } from './seed.js';
 import { DEMO_READER_ROLE, demoFingerprint, loadScript } from './load.js';
 import { FairGate, GateError } from './gate.js';
 
@@ -153,10 +154,10 @@ async function saveImage(file: string, image: Uint8Array): Promise<void> {
 }
 
 /** A fresh embedded engine holding the demo datasets, seeded inside its own worker thread. */
-async function seededEngine(): Promise<EmbeddedPostgres> {
+async function seededEngine(progress?: (p: SeedProgress) => void): Promise<EmbeddedPostgres> {
   const engine = await EmbeddedPostgres.start({ initdb: IMAGE_INITDB });
   try {
-    await engine.runModule(siblingModule('seed', import.meta.url), 'seed');
+    await engine.runModule(siblingModule('seed', import.meta.url), 'seed', progress ? (p) => progress(p as SeedProgress) : undefined);
   } catch (err) {
     await engine.terminate();
     throw err;
@@ -165,8 +166,8 @@ async function seededEngine(): Promise<EmbeddedPostgres> {
 }
 
 /** Seed a fresh engine, dump it and save the image to `file` (best effort); returns the image. */
-async function seededImage(file: string): Promise<Uint8Array> {
-  const engine = await seededEngine();
+async function seededImage(file: string, progress?: (p: SeedProgress) => void): Promise<Uint8Array> {
+  const engine = await seededEngine(progress);
   let image: Uint8Array;
   try {
     image = await engine.dump();
@@ -556,7 +557,7 @@ export class PostgresDemoEngine implements DemoEngine {
   }
 
   /** Connect, and load the demo data when the database does not hold this version of it. */
-  static async start(url: string, datasets: readonly DatasetDef[], poolSize = 10): Promise<PostgresDemoEngine> {
+  static async start(url: string, datasets: readonly DatasetDef[], poolSize = 10, info?: DemoEngineOptions['info']): Promise<PostgresDemoEngine> {
     const pool = new pg.Pool({ connectionString: url, max: poolSize, types: pgTypes, application_name: 'svc-demo', connectionTimeoutMillis: 5000, Client: GuardedPgClient });
     // an idle client dropped by the server (restart, idle timeout) must not crash the process
     pool.on('error', () => undefined);
@@ -572,9 +573,12 @@ export class PostgresDemoEngine implements DemoEngine {
         `SELECT fingerprint FROM svc_meta.demo_version WHERE to_regclass('svc_meta.demo_version') IS NOT NULL`,
       ).catch(() => ({ rows: [] as { fingerprint: string }[] }));
       if (present.rows[0]?.fingerprint !== fingerprint) {
+        const started = Date.now();
+        info?.('generating the demo datasets into SVC_DEMO_DATABASE_URL (first start, or a new version of them); demo queries wait', { targets: datasets.length });
         await c.query('BEGIN');
         for (const stmt of loadScript(datasets, fingerprint)) await c.query(stmt);
         await c.query('COMMIT');
+        info?.('demo datasets loaded into SVC_DEMO_DATABASE_URL; later starts reuse them', { ms: Date.now() - started });
       }
     } catch (err) {
       await c.query('ROLLBACK').catch(() => undefined);
@@ -663,10 +667,21 @@ export interface DemoEngineOptions {
   readonly image?: Uint8Array;
   /** told when a saved image is built again (an operator should know why a start takes long) */
   readonly warn?: (message: string) => void;
+  /** told how generating the datasets goes on a first start (it takes several seconds) */
+  readonly info?: (message: string, fields?: Readonly<Record<string, unknown>>) => void;
+}
+
+/** Seeding's progress as log lines: each pack as it is loaded, then the final pass. */
+function seedLog(info: NonNullable<DemoEngineOptions['info']>, started: number): (p: SeedProgress) => void {
+  return (p) => {
+    const ms = Date.now() - started;
+    if (p.stage === 'pack') info(`demo pack ${p.pack} generated (${p.done} of ${p.of})`, { pack: p.pack, targets: p.targets, rows: p.rows, ms });
+    else info('demo datasets generated; indexing and saving the image', { ms });
+  };
 }
 
 export async function startDemoEngine(o: DemoEngineOptions): Promise<DemoEngine> {
-  if (o.demoDatabaseUrl) return PostgresDemoEngine.start(o.demoDatabaseUrl, o.datasets);
+  if (o.demoDatabaseUrl) return PostgresDemoEngine.start(o.demoDatabaseUrl, o.datasets, undefined, o.info);
   const pool = { min: o.workers, max: Math.max(o.workers * 2, o.workers + 1) };
   const file = imageFile(path.join(o.dataDir, 'demo'), o.datasets);
   const image = o.image ?? (await readImage(file));
@@ -683,5 +698,9 @@ export async function startDemoEngine(o: DemoEngineOptions): Promise<DemoEngine>
   }
   // first start: seed in a thread of its own, which ends (with the memory seeding took) before the
   // workers start on the image it left
-  return EmbeddedDemoEngine.start(await seededImage(file), pool);
+  const started = Date.now();
+  o.info?.(`generating the demo datasets (first start: usually 10 to 30 s; the API answers meanwhile, demo queries wait)`, { packs: new Set(o.datasets.map((d) => d.pack)).size, targets: o.datasets.length, image: file });
+  const engine = await EmbeddedDemoEngine.start(await seededImage(file, o.info ? seedLog(o.info, started) : undefined), pool);
+  o.info?.('demo datasets loaded and saved; later starts reuse them', { ms: Date.now() - started });
+  return engine;
 }

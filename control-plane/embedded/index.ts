@@ -12,7 +12,7 @@ export type { ColumnInfo, ReadQueryResult, ReadQuerySpec, Row } from './messages
 export { collectRows, FETCH_BATCH, RowCollector, uniqueColumnNames, type Batch } from './result-rows.js';
 export { toJsonValue } from './json-values.js';
 
-type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void };
+type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void; progress?: (p: unknown) => void };
 type QueuedStatement = { readonly sql: string; readonly params: readonly unknown[]; resolve: (rows: Record<string, unknown>[]) => void; reject: (e: Error) => void };
 
 /** The most statements sent to the engine in one message. */
@@ -80,6 +80,14 @@ export class EmbeddedPostgres {
     this.worker.on('message', (msg: Response) => {
       const p = this.pending.get(msg.id);
       if (!p) return;
+      if ('progress' in msg) {
+        try {
+          p.progress?.(msg.progress);
+        } catch {
+          // a listener's failure is not the request's
+        }
+        return;
+      }
       this.pending.delete(msg.id);
       if (msg.ok) p.resolve(msg.result);
       else p.reject(new EmbeddedError('EMBEDDED_ERR_SQL', msg.error));
@@ -124,11 +132,11 @@ export class EmbeddedPostgres {
     return this.dead === undefined;
   }
 
-  private send(body: RequestBody): Promise<unknown> {
+  private send(body: RequestBody, progress?: (p: unknown) => void): Promise<unknown> {
     if (this.dead) return Promise.reject(new EmbeddedError('EMBEDDED_ERR_TERMINATED', { message: this.dead.message }));
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
+      this.pending.set(id, { resolve, reject, ...(progress ? { progress } : {}) });
       try {
         this.worker.postMessage({ ...body, id });
       } catch (err) {
@@ -243,12 +251,13 @@ export class EmbeddedPostgres {
   }
 
   /**
-   * Run `fn(db)` of our own module `module` inside the worker, with the engine to itself: for
-   * bulk work (seeding) that must not run on the event loop.
+   * Run `fn(db, progress)` of our own module `module` inside the worker, with the engine to
+   * itself: for bulk work (seeding) that must not run on the event loop. What `fn` passes to
+   * `progress` (structured-clonable) reaches `onProgress` here while it runs.
    */
-  runModule(module: URL, fn: string): Promise<void> {
+  runModule(module: URL, fn: string, onProgress?: (p: unknown) => void): Promise<void> {
     return this.exclusive(async () => {
-      await this.send({ op: 'run', module: module.href, fn });
+      await this.send({ op: 'run', module: module.href, fn }, onProgress);
     });
   }
 

@@ -71,4 +71,6 @@ export type BatchItemResult = { readonly ok: true; readonly rows: Row[] } | { re
 
 export type Response =
   | { readonly id: number; readonly ok: true; readonly result: unknown }
-  | { readonly id: number; readonly ok: false; readonly error: WorkerErrorInfo };
+  | { readonly id: number; readonly ok: false; readonly error: WorkerErrorInfo }
+  /** news from a `run` still running (e.g. seeding's progress); its answer comes later */
+  | { readonly id: number; readonly progress: unknown };

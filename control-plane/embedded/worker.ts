@@ -83,7 +83,8 @@ async function handle(msg: Request): Promise<unknown> {
       const mod = (await import(msg.module)) as Record<string, unknown>;
       const fn = mod[msg.fn];
       if (typeof fn !== 'function') throw new Error(`${msg.module} has no function ${msg.fn}`);
-      await (fn as (db: PGlite) => Promise<unknown>)(database());
+      const progress = (p: unknown): void => port.postMessage({ id: msg.id, progress: p } satisfies Response);
+      await (fn as (db: PGlite, progress: (p: unknown) => void) => Promise<unknown>)(database(), progress);
       return null;
     }
     case 'owned':

@@ -30,6 +30,11 @@ export class LiveRegistry {
     return [...this.byTarget.keys()];
   }
 
+  /** Checks a credential of `kind` being registered with each connector using it (see LiveConnector.checkCredential). */
+  async checkCredential(kind: string, secret: string, options: Readonly<Record<string, unknown>>): Promise<void> {
+    for (const c of this.byTarget.values()) if (c.credentialKind === kind) await c.checkCredential?.(secret, options);
+  }
+
   /** The organization's credential of `kind` was replaced or deleted: the connectors using it let go of it. */
   forget(orgId: string, kind: string): void {
     for (const c of this.byTarget.values()) if (c.credentialKind === kind) c.forget?.(orgId);

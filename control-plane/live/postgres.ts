@@ -10,7 +10,7 @@
 import type { ConnectionOptions } from 'node:tls';
 import pg from 'pg';
 import type { ParsedScopes, Target } from '../catalogue/index.js';
-import { credentialRejected, databaseCredentialKind, databaseEndpoint, parseDatabaseUrl, scrub, type DatabaseOptions, type DatabaseUrl, type ReservedDatabase } from '../credentials/database.js';
+import { checkDatabaseAddress, credentialRejected, databaseCredentialKind, databaseEndpoint, parseDatabaseUrl, scrub, type DatabaseOptions, type DatabaseUrl, type ReservedDatabase } from '../credentials/database.js';
 import type { ReadQueryResult } from '../embedded/index.js';
 import { GuardedPgClient, MessageTooLargeError, readGuarded, RowTooLargeError } from '../embedded/pg-guarded.js';
 import { ApiError } from '../errors.js';
@@ -93,6 +93,11 @@ export class PostgresConnector implements LiveConnector {
     poolSize = 4,
   ) {
     this.connections = new LiveConnections(PG_DRIVER, poolSize);
+  }
+
+  /** At registration: a host no query may reach is refused now (400 address_not_allowed), as the query would be. */
+  async checkCredential(secret: string): Promise<void> {
+    await checkDatabaseAddress('postgres', parsePostgresUrl(secret), this.network);
   }
 
   /** The organization's credential was replaced or deleted: its pooled connections end now. */

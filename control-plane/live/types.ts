@@ -101,6 +101,12 @@ export interface LiveConnector {
    * from the connector's definitions (API specs, file headers). Throws ApiError like `run`.
    */
   describe?(target: Target, ctx: LiveRunContext): Promise<SchemaListing>;
+  /**
+   * At registration, after the kind's `validate`: throws ApiError when the credential can already
+   * be known to fail every query (a database host resolving to an address no query may reach:
+   * 400 `address_not_allowed`, as the query would answer). Never contacts the source itself.
+   */
+  checkCredential?(secret: string, options: Readonly<Record<string, unknown>>): Promise<void>;
   /** The organization's credential was replaced or deleted: anything held for it (pooled connections) ends. */
   forget?(orgId: string): void;
   /** Ends everything it holds (shutdown). */

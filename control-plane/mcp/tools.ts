@@ -106,6 +106,36 @@ function renderExport(_body: Record<string, unknown>, args: Record<string, unkno
   };
 }
 
+/** A description's first sentence, at most about one line (the list's summary of a target). */
+export function oneLine(text: string, max = 140): string {
+  const sentence = /^[\s\S]*?[.!?](?=\s|$)/.exec(text)?.[0] ?? text;
+  if (sentence.length <= max) return sentence;
+  const colon = sentence.indexOf(': ');
+  if (colon > 0 && colon < max) return `${sentence.slice(0, colon)}.`;
+  return `${sentence.slice(0, max - 1).trimEnd()}…`;
+}
+
+/**
+ * A target as list_targets gives it: what choosing one needs, with the scope grammar and the
+ * table names; columns, descriptions and scope examples stay behind describe_target (the whole
+ * catalogue with columns is about 100 KB, too much for a model's context on every listing).
+ */
+function compactTarget(t: Record<string, unknown>): Record<string, unknown> {
+  const list = (v: unknown): Record<string, unknown>[] => (Array.isArray(v) ? (v as Record<string, unknown>[]) : []);
+  return {
+    id: t['id'],
+    kind: t['kind'],
+    name: t['name'],
+    pack: t['pack'] ?? null,
+    description: typeof t['description'] === 'string' ? oneLine(t['description']) : '',
+    credential_kind: t['credential_kind'] ?? null,
+    queryable: t['queryable'],
+    scopes: list(t['scopes']).map((r) => ({ name: r['name'], pattern: r['pattern'], required: r['required'] })),
+    tables: list(t['tables']).map((x) => x['name']),
+    tiers: t['tiers'],
+  };
+}
+
 export const TOOLS: readonly ToolSpec[] = [
   {
     name: 'create_account',
@@ -156,14 +186,17 @@ export const TOOLS: readonly ToolSpec[] = [
     name: 'list_targets',
     title: 'List targets',
     description:
-      'List the data-source targets (12 demo datasets, 8 live sources) with each one’s scope grammar, tables (with columns) and tiers. Filter by kind ("demo" | "live") or pack id. Start here to choose a target for open_connection.',
+      'List the data-source targets (12 demo datasets, 8 live sources), compactly: id, kind, name, pack, a one-line description, the credential kind a live target needs, whether it is queryable, its scope grammar (name, pattern, required), its table names and tiers. Filter by kind ("demo" | "live") or pack id. Start here to choose a target for open_connection; columns, table descriptions, time columns and scope examples are in describe_target.',
     input: { kind: z.enum(['demo', 'live']).optional().describe('only demo or only live targets'), pack: z.string().max(100).optional().describe('only the targets of this pack id') },
     readOnly: true,
     operation: 'GET /v1/connections/targets',
     request: (a) => ({ method: 'GET', path: '/v1/connections/targets', query: { kind: opt(a['kind']), pack: opt(a['pack']) } }),
     render: (b) => {
       const targets = (Array.isArray(b['targets']) ? b['targets'] : []) as Record<string, unknown>[];
-      return { text: `${targets.length} target(s):\n${targets.map((t) => `- ${str(t['id'])} (${str(t['kind'])}${t['pack'] ? `, pack ${str(t['pack'])}` : ''}): ${str(t['name'])}`).join('\n')}\nUse describe_target for a target's scope grammar, tables and tiers.` };
+      return {
+        text: `${targets.length} target(s):\n${targets.map((t) => `- ${str(t['id'])} (${str(t['kind'])}${t['pack'] ? `, pack ${str(t['pack'])}` : ''}): ${str(t['name'])}`).join('\n')}\nUse describe_target for a target's columns, time columns and scope examples.`,
+        structured: { targets: targets.map(compactTarget) },
+      };
     },
   },
   {
@@ -469,12 +502,42 @@ export function isSourceError(code: string, details: unknown): boolean {
   return (code === 'invalid_sql' || code === 'scope_violation') && typeof d['reason'] !== 'string';
 }
 
+/** `{connection_id}` → a pattern of one path segment */
+const templatePattern = (path: string): RegExp => new RegExp(`^${path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{[a-z_]+\}/g, '[^/?#\\s]+')}$`);
+
+/** Each tool's HTTP operation as a matcher; operations without a path parameter first (`/v1/connections/targets` is not a connection id). */
+const OPERATIONS: readonly { readonly method: string; readonly path: RegExp; readonly tool: string }[] = [...TOOLS]
+  .sort((a, b) => Number(a.operation.includes('{')) - Number(b.operation.includes('{')))
+  .map((t) => {
+    const [method, path] = t.operation.split(' ') as [string, string];
+    return { method, path: templatePattern(path), tool: t.name };
+  });
+
+/**
+ * An API message as an MCP client should read it: each HTTP operation it names ("open a new one
+ * with POST /v1/connections") becomes the tool that performs it ("open a new one with the
+ * open_connection tool"); an operation no tool performs stays as written. The HTTP API keeps its
+ * own texts: this is applied to tool errors only.
+ */
+export function inToolWords(message: string): string {
+  return message.replace(/\b(GET|POST|PATCH|PUT|DELETE) (\/v1\/[A-Za-z0-9_\-./{}]*[A-Za-z0-9_}])(\?[^\s;,)]*[^\s;,).])?/g, (whole, method: string, path: string) => {
+    const op = OPERATIONS.find((o) => o.method === method && o.path.test(path));
+    return op ? `the ${op.tool} tool` : whole;
+  });
+}
+
 function errorResult(r: ApiResult, tool: string): CallToolResult {
   const e = (r.body as { error?: { code?: unknown; message?: unknown; details?: unknown } } | undefined)?.error;
   const code = typeof e?.code === 'string' ? e.code : r.status >= 500 ? 'internal_error' : 'invalid_request';
-  const message = typeof e?.message === 'string' ? e.message : r.text.slice(0, 500) || `HTTP ${r.status}`;
-  const error = { code, message, status: r.status, ...(e?.details !== undefined ? { details: e.details } : {}) };
-  if (SOURCE_TOOLS.has(tool) && isSourceError(code, e?.details)) {
+  const raw = typeof e?.message === 'string' ? e.message : r.text.slice(0, 500) || `HTTP ${r.status}`;
+  const source = SOURCE_TOOLS.has(tool) && isSourceError(code, e?.details);
+  // a data source's own words are passed on untouched; ours name tools, not HTTP routes
+  const message = source ? raw : inToolWords(raw);
+  const details = !source && e?.details && typeof e.details === 'object' && !Array.isArray(e.details)
+    ? Object.fromEntries(Object.entries(e.details as Record<string, unknown>).map(([k, v]) => [k, typeof v === 'string' ? inToolWords(v) : v]))
+    : e?.details;
+  const error = { code, message, status: r.status, ...(details !== undefined ? { details } : {}) };
+  if (source) {
     // the code stays outside the envelope; the message is inert JSON inside it, like query rows
     const text = `${tool} failed: ${code} (HTTP ${r.status}).\n${UNTRUSTED_ERROR_NOTICE}\n<untrusted-data source="svc error" code="${seg(code)}">\n${inertJson(message)}\n</untrusted-data>`;
     return { isError: true, content: [{ type: 'text', text }], structuredContent: { error: { ...error, untrusted_data_notice: UNTRUSTED_ERROR_NOTICE } } };

@@ -41,7 +41,8 @@ export function relayPolicy(scopes: ParsedScopes): SqlPolicy {
     // an unqualified name is public.<table>, as in the scopes; else the one scoped table of that name
     if (schema === 'public' || (byName.get(table) === 1 && !tables.includes(`public.${table}`))) allowed.set(table, entry);
   }
-  return { allowed, known: tables, schemas: [] };
+  // the customer's database: svc does not know its tables, so none is ever said to be missing
+  return { allowed, known: null, schemas: [] };
 }
 
 /**

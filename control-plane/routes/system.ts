@@ -23,5 +23,16 @@ export function systemRoutes(app: App, s: Services, ready: () => { demo: boolean
     });
   }
 
-  app.get('/healthz', { config: { public: true }, schema: { hide: true } as Record<string, unknown> }, async () => ({ status: 'ok', demo_ready: ready().demo }));
+  // probed every few seconds by load balancers and orchestrators: fastify's own request lines
+  // (info) are not written for it (errors still are), and each probe is one debug line instead
+  app.get(
+    '/healthz',
+    {
+      config: { public: true },
+      logLevel: 'warn',
+      schema: { hide: true } as Record<string, unknown>,
+      onResponse: async (req, reply) => app.log.debug({ reqId: req.id, url: req.url, statusCode: reply.statusCode, responseTime: reply.elapsedTime }, 'health probe answered'),
+    },
+    async () => ({ status: 'ok', demo_ready: ready().demo }),
+  );
 }

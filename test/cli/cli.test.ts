@@ -6,26 +6,23 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
-import { api, startServer, tempDir, type TestServer } from '../helpers/server.js';
-import { ensureDist, runSvc, type RunResult } from './dist.js';
+import { api, type TestServer } from '../helpers/server.js';
+import type { RunResult } from './dist.js';
+import { cliSession, type CliSession } from './session.js';
 
 type Json = Record<string, unknown>;
 
+let session: CliSession;
 let srv: TestServer;
 let dir: string;
 let env: Record<string, string>;
 t.before(async () => {
-  ensureDist();
-  srv = await startServer();
-  dir = await tempDir('svc-cli-');
-  env = { PATH: process.env['PATH'] ?? '', HOME: dir, SVC_BASE_URL: srv.url, SVC_CONFIG: path.join(dir, 'conf', 'config.json') };
+  session = await cliSession();
+  ({ srv, dir, env } = session);
 });
-t.teardown(async () => {
-  await srv.close();
-  fs.rmSync(dir, { recursive: true, force: true });
-});
+t.teardown(() => session.close());
 
-const svc = (args: string[], extra: Record<string, string | undefined> = {}, stdin?: string): Promise<RunResult> => runSvc(args, { ...env, ...extra }, stdin);
+const svc = (args: string[], extra: Record<string, string | undefined> = {}, stdin?: string): Promise<RunResult> => session.svc(args, extra, stdin);
 const json = (r: RunResult): Json => JSON.parse(r.stdout) as Json;
 
 t.test('usage errors exit 2 and say what to do', async (t) => {

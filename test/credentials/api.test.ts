@@ -2,8 +2,9 @@
  * The credential endpoints (CONTRACT.md "Credentials"): kinds, register (validated per kind,
  * replaced on a second POST), list (metadata only), delete; and the checks at connection open.
  */
+import fs from 'node:fs/promises';
 import t from 'tap';
-import { api, signupAgent, startServer, type TestServer } from '../helpers/server.js';
+import { api, signupAgent, startServer, tempDir, type TestServer } from '../helpers/server.js';
 
 let srv: TestServer;
 t.before(async () => {
@@ -119,7 +120,7 @@ t.test('validation per kind: refused with 400 invalid_request, and the message n
   const sk = await api<{ error: { message: string } }>(srv.url, 'POST', '/v1/connections/credentials', { key: a.key, body: { connector_kind: 'stripe', secret: 'sk_live_51SuperSecretStripeKey0001' } });
   t.match(sk.body.error.message, /rk_/, 'the refusal says a restricted key is needed');
   t.same((await api(srv.url, 'GET', '/v1/connections/credentials', { key: a.key })).body, { credentials: [] }, 'nothing was stored');
-  for (const ok of ['postgresql://u:p@db.example.com/app?sslmode=verify-full', 'mysql://u:p@[::1]:3307/shop', 'mariadb://u@db.example.com/shop']) {
+  for (const ok of ['postgresql://u:p@db.example.com/app?sslmode=verify-full', 'mysql://u:p@[2606:4700::1111]:3307/shop', 'mariadb://u@db.example.com/shop']) {
     const kind = ok.startsWith('postgres') ? 'postgres' : 'mysql';
     const r = await api(srv.url, 'POST', '/v1/connections/credentials', { key: a.key, body: { connector_kind: kind, secret: ok } });
     t.equal(r.status, 201, `${ok} is accepted`);
@@ -153,17 +154,49 @@ t.test('a live connection needs its credential at open time; databases name thei
   t.equal(relay.status, 404);
 });
 
-t.test('by default (SVC_LIVE_ALLOW_PRIVATE unset: 0) a credential pointing at a loopback address is refused at query time', async (t) => {
-  const strict = await startServer({ demoWorkers: 1 });
-  t.equal(strict.config.liveAllowPrivate, false);
+t.test('by default (SVC_LIVE_ALLOW_PRIVATE unset: 0) a database credential pointing at a loopback or private address is refused at registration, as a query would be', async (t) => {
+  const dataDir = await tempDir();
+  t.teardown(() => fs.rm(dataDir, { recursive: true, force: true }));
+  // stored while loopback was allowed (or a name that resolved to a public address then)
+  const open = await startServer({ dataDir, demoWorkers: 1, env: { SVC_LIVE_ALLOW_PRIVATE: '1' } });
+  const a = await signupAgent(open.url);
+  const stored = await api(open.url, 'POST', '/v1/connections/credentials', { key: a.key, body: { connector_kind: 'mysql', secret: 'mysql://root:Private-Pw-1@127.0.0.1:3306/shop' } });
+  t.equal(stored.status, 201, 'allowed with SVC_LIVE_ALLOW_PRIVATE=1 (the tests’ databases are on loopback)');
+  const metadata = await api<{ error: { code: string; details: { reason: string } } }>(open.url, 'POST', '/v1/connections/credentials', { key: a.key, body: { connector_kind: 'postgres', secret: 'postgres://u:Private-Pw-3@169.254.169.254/app' } });
+  t.equal(metadata.status, 400, 'a cloud metadata address is refused even then');
+  t.equal(metadata.body.error.details.reason, 'address_not_allowed');
+  const conn = await api<{ connectionId: string }>(open.url, 'POST', '/v1/connections', { key: a.key, body: { target_id: 'mysql', scopes: ['read:orders'] } });
+  await open.close();
+
+  const strict = await startServer({ dataDir, demoWorkers: 1 });
   t.teardown(() => strict.close());
-  const a = await signupAgent(strict.url);
-  await api(strict.url, 'POST', '/v1/connections/credentials', { key: a.key, body: { connector_kind: 'mysql', secret: 'mysql://root:Private-Pw-1@127.0.0.1:3306/shop' } });
-  const conn = await api<{ connectionId: string }>(strict.url, 'POST', '/v1/connections', { key: a.key, body: { target_id: 'mysql', scopes: ['read:orders'] } });
-  const r = await api<{ error: { code: string; details: { reason: string } } }>(strict.url, 'POST', `/v1/connections/${conn.body.connectionId}/query`, { key: a.key, body: { sql: 'SELECT 1 AS x FROM orders' } });
-  t.equal(r.status, 400);
-  t.equal(r.body.error.details.reason, 'address_not_allowed');
-  t.notMatch(r.text, /Private-Pw-1/);
+  t.equal(strict.config.liveAllowPrivate, false);
+  type Refusal = { error: { code: string; message: string; details: { reason: string; connector_kind: string } } };
+  // the query path still checks every statement's address
+  const q = await api<Refusal>(strict.url, 'POST', `/v1/connections/${conn.body.connectionId}/query`, { key: a.key, body: { sql: 'SELECT 1 AS x FROM orders' } });
+  t.equal(q.status, 400);
+  t.equal(q.body.error.details.reason, 'address_not_allowed');
+  t.notMatch(q.text, /Private-Pw-1/);
+  // and registration now refuses what every query would: the same code, reason and message
+  for (const [kind, secret] of [
+    ['mysql', 'mysql://root:Private-Pw-1@127.0.0.1:3306/shop'],
+    ['mysql', 'mysql://root:Private-Pw-1@localhost/shop'],
+    ['postgres', 'postgres://u:Private-Pw-2@127.0.0.1:5432/app'],
+    ['postgres', 'postgres://u:Private-Pw-2@[::1]:5432/app'],
+    ['postgres', 'postgres://u:Private-Pw-2@10.1.2.3/app'],
+  ] as const) {
+    const r = await api<Refusal>(strict.url, 'POST', '/v1/connections/credentials', { key: a.key, body: { connector_kind: kind, secret } });
+    t.equal(r.status, 400, `${secret.replace(/:[^:@]*@/, ':…@')}: ${r.text}`);
+    t.equal(r.body.error.code, 'invalid_request');
+    t.same(r.body.error.details, { connector_kind: kind, reason: 'address_not_allowed' });
+    t.equal(r.body.error.message, q.body.error.message.replace(/mysql/g, kind), 'the message a query gets');
+    t.notMatch(r.text, /Private-Pw/);
+  }
+  const creds = await api<{ credentials: Meta[] }>(strict.url, 'GET', '/v1/connections/credentials', { key: a.key });
+  t.same(creds.body.credentials.map((c) => c.connector_kind), ['mysql'], 'nothing refused was stored or replaced');
+  // a name that does not resolve (yet) is accepted: the query path resolves it for every statement
+  const unresolved = await api(strict.url, 'POST', '/v1/connections/credentials', { key: a.key, body: { connector_kind: 'postgres', secret: 'postgres://u:p@no-such-host.invalid/app' } });
+  t.equal(unresolved.status, 201, unresolved.text);
 });
 
 t.test('http-files with public files: an empty secret is accepted for that kind only', async (t) => {

@@ -66,6 +66,22 @@ t.test('start, serve, shut down gracefully, and keep state across a restart', as
   const rebuilt = await unpackImage(await fs.readFile(imageFile));
   t.ok(rebuilt.entries.some((e) => e.path === 'PG_VERSION'), 'the damaged image was replaced by a sound one');
   t.match(first.output(), /saved demo image .* cannot be used .*building it again/, 'the operator is told why the start takes long');
+  // generating shows its progress: started, each pack, ready (a few info lines, no spinner)
+  const logged = first
+    .output()
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as { level: number; msg: string; url?: string; req?: { url?: string } });
+  const progressLines = logged.filter((l) => /^(demo (datasets|pack) |generating the demo)/.test(l.msg));
+  const progress = progressLines.map((l) => l.msg);
+  t.match(progress[0], /^generating the demo datasets \(first start/, 'said when generating starts');
+  const packs = progress.filter((m) => /^demo pack \S+ generated \(\d of 6\)$/.test(m));
+  t.same(packs.map((m) => /\((\d) of 6\)/.exec(m)?.[1]), ['1', '2', '3', '4', '5', '6'], 'one line per pack, in order');
+  t.ok(progress.indexOf(packs[5] as string) < progress.indexOf('demo datasets ready'), 'then ready');
+  t.ok(progressLines.every((l) => l.level === 30), 'at info');
+  // /healthz was polled many times above (demoReady): not one probe was logged at info
+  t.same(logged.filter((l) => l.req?.url === '/healthz' || l.url === '/healthz'), [], 'health probes are not logged at info');
+  t.ok(logged.some((l) => l.req?.url === '/v1/agent/account'), 'other requests still are');
   t.same((await fs.readdir(path.dirname(imageFile))).filter((f) => f.endsWith('.tmp')), [], 'no temporary file is left behind');
 
   const second = await start(env);
@@ -77,6 +93,7 @@ t.test('start, serve, shut down gracefully, and keep state across a restart', as
   });
   const usage = await api<{ queries: number }>(second.url, 'GET', '/v1/agent/account/usage', { key });
   t.equal(usage.status, 200, 'the key still works');
+  t.notMatch(second.output(), /generating the demo datasets/, 'a later start reuses the image and says nothing of generating');
   t.equal(usage.body.queries, 1);
   const v = await api<{ verified: boolean; events_checked: number }>(second.url, 'GET', `/v1/audit/verify?connection_id=${conn.body.connectionId}`, { key });
   t.match(v.body, { verified: true, events_checked: 1 });

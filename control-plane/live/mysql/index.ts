@@ -11,7 +11,7 @@
  */
 import mysql from 'mysql2';
 import type { ParsedScopes, Target } from '../../catalogue/index.js';
-import { credentialRejected, databaseCredentialKind, databaseEndpoint, parseDatabaseUrl, scrub, type DatabaseOptions, type DatabaseUrl } from '../../credentials/database.js';
+import { checkDatabaseAddress, credentialRejected, databaseCredentialKind, databaseEndpoint, parseDatabaseUrl, scrub, type DatabaseOptions, type DatabaseUrl } from '../../credentials/database.js';
 import { RowCollector, uniqueColumnNames, type ColumnInfo, type ReadQueryResult } from '../../embedded/index.js';
 import { ApiError } from '../../errors.js';
 import { preparedFrom, type DatabaseNetwork } from '../postgres.js';
@@ -119,6 +119,11 @@ export class MysqlConnector implements LiveConnector {
     poolSize = 4,
   ) {
     this.connections = new LiveConnections(MYSQL_DRIVER, poolSize);
+  }
+
+  /** At registration: a host no query may reach is refused now (400 address_not_allowed), as the query would be. */
+  async checkCredential(secret: string): Promise<void> {
+    await checkDatabaseAddress('mysql', parseMysqlUrl(secret), this.network);
   }
 
   /** The organization's credential was replaced or deleted: its pooled connections end now. */

@@ -249,7 +249,9 @@ class DiscoveredTables implements ReadonlyMap<string, ScopedTable> {
 function discover(sqlText: string, schema: string, physical: string, initial: ReadonlySet<string> | 'all'): { policy: SqlPolicy; checked: ReturnType<typeof checkAndRewrite> } {
   const allowed: ReadonlyMap<string, ScopedTable> =
     initial === 'all' ? new DiscoveredTables(physical) : new Map([...initial].map((n) => [n, { name: n, schema: physical, table: n, predicate: null }]));
-  const policy: SqlPolicy = { allowed, known: initial === 'all' ? [] : [...initial], schemas: [schema] };
+  // read:* reads whatever files the credential names; scoped reads: the credential's other files are
+  // not known here, so a table outside the scopes is out of scope, never said to be missing
+  const policy: SqlPolicy = { allowed, known: initial === 'all' ? [] : null, schemas: [schema] };
   return { policy, checked: checkAndRewrite(sqlText, policy) };
 }
 

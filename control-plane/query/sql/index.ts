@@ -63,8 +63,13 @@ export interface ScopedTable {
 export interface SqlPolicy {
   /** tables the connection may read, keyed by agent-facing name */
   readonly allowed: ReadonlyMap<string, ScopedTable>;
-  /** every table of the target (for helpful messages: "exists but not in your scopes") */
-  readonly known: readonly string[];
+  /**
+   * every table of the target (for helpful messages: "exists but not in your scopes"), or null
+   * when svc does not know them (a customer's database): a table outside the scopes is then
+   * always "not in this connection's scopes", never "does not exist", so a refusal says nothing
+   * of what the source holds
+   */
+  readonly known: readonly string[] | null;
   /** the schema names under which the agent may qualify a table name (e.g. ['demo_healthcare', 'public']); unqualified names are looked up in `allowed` */
   readonly schemas: readonly string[];
 }

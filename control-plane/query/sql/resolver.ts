@@ -10,6 +10,10 @@
  * `orders` and `public.orders` (or `<schema>.orders` for any schema the policy qualifies with)
  * are the same table when the policy says so: a qualified name is looked up as written, and under
  * a schema the policy allows as the unqualified name.
+ *
+ * A table outside the scopes is `table_not_in_scope` when the target's tables are known and it is
+ * one of them, or when they are not known (`known: null`, a customer's database: whether it
+ * exists there is never said); `unknown_table` only when svc knows the target has no such table.
  */
 import { violation } from './errors.js';
 import type { Obj, Resolver, Template } from './walker.js';
@@ -17,7 +21,8 @@ import type { Obj, Resolver, Template } from './walker.js';
 /** the relation part of a policy (structural, so index.ts's SqlPolicy / ScopedTable fit) */
 export interface ResolverPolicy {
   readonly allowed: ReadonlyMap<string, { readonly name: string; readonly schema: string; readonly table: string; readonly predicate: string | null }>;
-  readonly known: readonly string[];
+  /** every table of the target, or null when svc does not know them (a customer's database) */
+  readonly known: readonly string[] | null;
   readonly schemas: readonly string[];
 }
 
@@ -37,7 +42,9 @@ export function makeResolver<E extends ResolverPolicy['allowed'] extends Readonl
     const names = [...new Set([...policy.allowed.values()].map((e) => e.name))].sort();
     return names.length ? `readable tables: ${names.join(', ')}` : 'this connection cannot read any table';
   };
-  const known = (n: string): boolean => policy.known.includes(n);
+  // a target whose tables svc does not know (a customer's database): every table outside the
+  // scopes is reported as out of scope, so a refusal never tells whether it exists at the source
+  const known = (n: string): boolean => policy.known === null || policy.known.includes(n);
   const found = (key: string): { template: Template; name: string } | undefined => {
     const entry = policy.allowed.get(key);
     if (!entry || isPgSystemSchema(entry.schema)) return undefined;

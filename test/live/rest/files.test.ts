@@ -106,9 +106,14 @@ t.test('CSV and JSON files as tables, with the bearer token; read:* finds the ta
   t.equal((notRegistered as ApiError).code, 'scope_violation');
   t.equal((notRegistered as ApiError).details?.['reason'], 'unknown_table');
 
+  // a registered file outside the scopes is out of scope, like one the credential does not name:
+  // the refusal never says which files the credential holds
   const outOfScope = await query(c, ['read:people'], 'SELECT * FROM scores', { secret: TOKEN, options }).catch((e: unknown) => e);
   t.ok(outOfScope instanceof SqlPolicyError);
-  t.equal((outOfScope as SqlPolicyError).detail.reason, 'unknown_table');
+  t.equal((outOfScope as SqlPolicyError).detail.reason, 'table_not_in_scope');
+  const notAFile = await query(c, ['read:people'], 'SELECT * FROM nope', { secret: TOKEN, options }).catch((e: unknown) => e);
+  t.equal((notAFile as SqlPolicyError).detail.reason, 'table_not_in_scope');
+  t.equal((notAFile as SqlPolicyError).message.replace('nope', 'scores'), (outOfScope as SqlPolicyError).message, 'the same answer');
 
   const catalog = await query(c, ['read:*'], 'SELECT * FROM pg_catalog.pg_class', { secret: TOKEN, options }).catch((e: unknown) => e);
   t.equal((catalog as SqlPolicyError).detail.reason, 'system_catalog');
