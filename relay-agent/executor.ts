@@ -421,10 +421,11 @@ export function createExecutor(opts: ExecutorOptions): Executor {
       if (pumping || pending.length === 0 || sendError !== null) return;
       pumping = (async () => {
         while (pending.length > 0 && sendError === null && !q.signal.aborted) {
-          const out = pending;
-          pending = [];
-          pendingBytes = 0;
-          if (paused) {
+          // at most fetchRows rows a batch (rows that arrived while the last one waited queue up)
+          const out = pending.length <= batchRows ? pending : pending.slice(0, batchRows);
+          pending = out === pending ? [] : pending.slice(batchRows);
+          pendingBytes = pending.length === 0 ? 0 : pendingBytes * (pending.length / (pending.length + out.length));
+          if (paused && pendingBytes < HIGH_WATER / 2 && pending.length < batchRows) {
             paused = false;
             stream.resume();
           }
