@@ -60,18 +60,30 @@ interface PgErrorLike {
   severity?: string;
 }
 
-const CURSOR_KEYWORDS = new Set(['select', 'values', 'with', 'table']);
+/**
+ * Statements refused before they reach the database: COPY (its data is not rows), LISTEN and
+ * NOTIFY, and what would leave state on the connection beyond the transaction or run a statement
+ * the relay never sees: PREPARE (a prepared statement survives the ROLLBACK, and behind a
+ * transaction-pooling PgBouncer reaches the customer's other clients), EXECUTE (runs one prepared
+ * by someone else), DEALLOCATE (would drop a pooler's own prepared statements, PgBouncer 1.21)
+ * and DO (dynamic SQL: a PREPARE in an EXECUTE string). None of them is a read.
+ */
+const REFUSED_KEYWORDS = new Set(['copy', 'listen', 'notify', 'prepare', 'execute', 'deallocate', 'do']);
 /** how long a CancelRequest socket may take to connect and be closed by the server */
 const CANCEL_TIMEOUT_MS = 2000;
 
-/** first keyword of a statement, skipping whitespace, comments and opening parentheses */
+/**
+ * first keyword of a statement, skipping what PostgreSQL skips before it: whitespace, comments
+ * (a `--` comment ends at a line feed or a carriage return), opening parentheses and empty
+ * statements (`;COPY …` is one statement to PostgreSQL)
+ */
 export function firstKeyword(sql: string): string {
   let i = 0;
   for (;;) {
-    while (i < sql.length && /[\s(]/.test(sql[i]!)) i++;
+    while (i < sql.length && /[\s(;]/.test(sql[i]!)) i++;
     if (sql.startsWith('--', i)) {
-      const nl = sql.indexOf('\n', i);
-      i = nl < 0 ? sql.length : nl + 1;
+      const nl = sql.slice(i).search(/[\n\r]/);
+      i = nl < 0 ? sql.length : i + nl + 1;
       continue;
     }
     if (sql.startsWith('/*', i)) {
@@ -331,7 +343,7 @@ export function createExecutor(opts: ExecutorOptions): Executor {
       return;
     }
     const kw = firstKeyword(open.statement);
-    if (kw === 'copy' || kw === 'listen' || kw === 'notify') {
+    if (REFUSED_KEYWORDS.has(kw)) {
       q.fail('RELAY_ERR_QUERY', `refused: ${kw.toUpperCase()} is not supported through the relay`);
       return;
     }

@@ -8,6 +8,12 @@ t.test('firstKeyword skips comments and parentheses', async (t) => {
   t.equal(firstKeyword('  -- hi\n /* a /* nested */ b */ (SELECT 1)'), 'select');
   t.equal(firstKeyword('insert into x values (1)'), 'insert');
   t.equal(firstKeyword(''), '');
+  // what PostgreSQL reads past too: `;COPY …` is one statement there, and `--` ends at \r
+  t.equal(firstKeyword(';COPY t TO STDOUT'), 'copy', 'an empty statement before it');
+  t.equal(firstKeyword(' ; ;\n LISTEN x'), 'listen');
+  t.equal(firstKeyword('-- a comment ended by a carriage return\rCOPY t TO STDOUT'), 'copy');
+  t.equal(firstKeyword('/* c */;(SELECT 1)'), 'select');
+  t.equal(firstKeyword(';'), '');
 });
 
 t.test('an unreachable database is a retryable RELAY_ERR_DATABASE_UNAVAILABLE', async (t) => {
@@ -43,11 +49,11 @@ t.test('executor against the customer database', async (t) => {
   await admin.query("CREATE TABLE relay_exec_t (id int PRIMARY KEY, name text, at timestamptz, big int8, data bytea, doc jsonb)");
   await admin.query("INSERT INTO relay_exec_t SELECT g, 'n' || g, '2024-01-01T00:00:00Z'::timestamptz + g * interval '1 day', g * 10000000000, '\\x0102'::bytea, jsonb_build_object('g', g) FROM generate_series(1, 5) g");
 
-  function setup(limits: Partial<ExecutorLimits> = {}, windows: { streamWindow?: number; sessionWindow?: number } = {}) {
+  function setup(limits: Partial<ExecutorLimits> = {}, windows: { streamWindow?: number; sessionWindow?: number } = {}, poolSize = 4) {
     const [a, b] = memoryTransportPair();
     const server = new Session(a, { role: 'server', pingIntervalMs: 0, ...windows });
     const relay = new Session(b, { role: 'client', pingIntervalMs: 0 });
-    const exec = createExecutor({ databaseUrl: DB, poolSize: 4, limits, applicationName: 'svc-relay-test' });
+    const exec = createExecutor({ databaseUrl: DB, poolSize, limits, applicationName: 'svc-relay-test' });
     relay.onStream(exec.handle);
     t.teardown(async () => {
       server.close();
@@ -110,10 +116,13 @@ t.test('executor against the customer database', async (t) => {
     await refuse('SELECT 1; DELETE FROM relay_exec_t', 'RELAY_ERR_MULTI_STATEMENT');
     await refuse('DELETE FROM relay_exec_t; SELECT 1', 'RELAY_ERR_MULTI_STATEMENT');
     await refuse('SET TRANSACTION READ WRITE', 'RELAY_ERR_QUERY');
-    // a block whose first statement switches the transaction: the relay's own SELECT already took
-    // the snapshot, so the switch fails before the INSERT
+    // switches written as reads: the relay's own SELECT already took the snapshot, so the switch
+    // fails at the database
+    await refuse("SELECT set_config('transaction_read_only', 'off', true)", 'RELAY_ERR_QUERY');
+    await refuse("WITH s AS MATERIALIZED (SELECT set_config('transaction_read_only', 'off', false)) SELECT * FROM s", 'RELAY_ERR_QUERY');
+    await refuse('START TRANSACTION READ WRITE', 'RELAY_ERR_QUERY');
+    // a DO block (dynamic SQL) never reaches the database
     await refuse("DO $$BEGIN EXECUTE 'SET TRANSACTION READ WRITE'; INSERT INTO relay_exec_t (id) VALUES (101); END$$", 'RELAY_ERR_QUERY');
-    await refuse("DO $$BEGIN PERFORM set_config('transaction_read_only', 'off', true); INSERT INTO relay_exec_t (id) VALUES (102); END$$", 'RELAY_ERR_QUERY');
     await refuse('SELECT * FROM no_such_table', 'RELAY_ERR_QUERY');
     const n = await admin.query('SELECT count(*)::int AS n FROM relay_exec_t');
     t.equal(n.rows[0].n, 5, 'nothing was written');
@@ -256,5 +265,38 @@ t.test('executor against the customer database', async (t) => {
     t.ok(maxBuffered <= window, `receiver buffered ${maxBuffered} <= ${window}`);
     // PGlite runs one transaction at a time: the small query would wait behind the stalled cursor
     if (!cdb.concurrent) t.skip('on PGlite: a small query during the stalled large one (one transaction at a time there)', () => undefined);
+  });
+
+  // Statements written to get around the relay, straight over the tunnel (the relay is an
+  // enforcement layer of its own, whatever the control plane sends). One pooled connection: every
+  // query after the first reuses the connection the first one used.
+  async function hostile() {
+    const { server } = setup({}, {}, 1);
+    await server.ready;
+    const run = (statement: string, open: { params?: string[]; limits?: { maxRows?: number } } = {}) => server.openStream({ statement, ...open }).collect();
+    const failure = async (statement: string, open: { params?: string[] } = {}) => (await run(statement, open).then(() => null, (e: unknown) => e)) as ProtocolError | null;
+    return { run, failure };
+  }
+
+  t.test('statements that leave state on the connection, or run hidden ones, are refused however they are written', async (t) => {
+    const { run, failure } = await hostile();
+    for (const statement of [
+      'PREPARE relay_p AS SELECT 42',
+      'EXECUTE relay_p',
+      'DEALLOCATE ALL',
+      "DO $$BEGIN EXECUTE 'PREPARE relay_q AS SELECT 43'; END$$",
+      ';PREPARE relay_r AS SELECT 44',
+      ';COPY relay_exec_t TO STDOUT',
+      '; ;COPY (SELECT g FROM generate_series(1, 100000) g) TO STDOUT',
+      '-- a comment\rCOPY relay_exec_t TO STDOUT',
+      ';LISTEN relay_channel',
+    ]) {
+      const err = await failure(statement);
+      t.ok(err instanceof ProtocolError, statement);
+      t.equal(err?.code, 'RELAY_ERR_QUERY', statement);
+      t.match(err?.message ?? '', /^refused: /, statement);
+    }
+    const left = await run('SELECT count(*)::int FROM pg_prepared_statements');
+    t.same(left.rows, [[0]], 'no prepared statement on the pooled connection');
   });
 });
