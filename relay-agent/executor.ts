@@ -69,6 +69,15 @@ interface PgErrorLike {
  * and DO (dynamic SQL: a PREPARE in an EXECUTE string). None of them is a read.
  */
 const REFUSED_KEYWORDS = new Set(['copy', 'listen', 'notify', 'prepare', 'execute', 'deallocate', 'do']);
+/**
+ * Run after every query, before its connection is used again: a session-level advisory lock
+ * (`pg_advisory_lock`, allowed in a read-only transaction) is the one thing a read takes that
+ * the ROLLBACK does not undo. Left held, it would block the customer's own clients for as long
+ * as the pooled connection lives, and behind a transaction-pooling PgBouncer it would follow the
+ * server connection to another client. (Prepared statements, the other survivor, cannot be made:
+ * PREPARE and DO are refused.)
+ */
+const RELEASE_SESSION_LOCKS = 'SELECT pg_advisory_unlock_all()';
 /** how long a CancelRequest socket may take to connect and be closed by the server */
 const CANCEL_TIMEOUT_MS = 2000;
 
@@ -189,11 +198,12 @@ interface PortalSink {
  * SELECT takes the transaction's snapshot, after which nothing can switch it to read-write);
  * the agent's statement as the unnamed portal, executed with a row limit of the cap plus one
  * (so a larger result ends as PortalSuspended: truncated, never read past the cap); `ROLLBACK`;
- * Sync. After an error the database skips to the Sync, and the caller rolls back. Every message
- * is in its own transaction, so it works behind a transaction-pooling pooler (PgBouncer) too.
+ * the release of session advisory locks (RELEASE_SESSION_LOCKS); Sync. After an error the
+ * database skips to the Sync, and the caller rolls back and releases them. Every message is in
+ * its own transaction, so it works behind a transaction-pooling pooler (PgBouncer) too.
  */
 class PortalQuery {
-  #phase = 0; // executes answered: 0 BEGIN, 1 set_config, 2 the statement, 3 ROLLBACK
+  #phase = 0; // executes answered: 0 BEGIN, 1 set_config, 2 the statement, 3 ROLLBACK, 4 the locks released
   readonly #result = new (pg as unknown as { Result: new (rowMode: 'array') => PgResult }).Result('array');
   #failed = false;
 
@@ -219,6 +229,9 @@ class PortalQuery {
       c.describe({ type: 'P' });
       c.execute({ rows: this.rowLimit });
       c.parse({ text: 'ROLLBACK' });
+      c.bind({});
+      c.execute({});
+      c.parse({ text: RELEASE_SESSION_LOCKS });
       c.bind({});
       c.execute({});
       c.sync();
@@ -575,7 +588,8 @@ export function createExecutor(opts: ExecutorOptions): Executor {
           await until(() => settled || broken);
           if (broken) throw new Error('cancelled at the database');
           // after an error the transaction is aborted (or was never begun): end it before reuse
-          if (failure !== null) await client.query('ROLLBACK');
+          // (the statement's failure skipped the pipeline's own ROLLBACK and lock release)
+          if (failure !== null) await client.query(`ROLLBACK; ${RELEASE_SESSION_LOCKS}`);
           guard?.use(null); // the pool's next user reads without our budget
           client.release();
         } catch (err) {

@@ -278,6 +278,32 @@ t.test('executor against the customer database', async (t) => {
     return { run, failure };
   }
 
+  t.test('a session advisory lock taken by a statement does not outlive it', async (t) => {
+    const { run, failure } = await hostile();
+    await run('SELECT 1'); // the pool's one connection exists
+    const held = async (): Promise<number> => {
+      const r = await run("SELECT count(*)::int FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()");
+      return r.rows[0]?.[0] as number;
+    };
+    // ended normally
+    await run('SELECT pg_advisory_lock(424242)');
+    t.equal(await held(), 0, 'not held by the pooled connection after a statement that ended');
+    // failed after taking it (the division runs per row, after the lock)
+    const err = await failure('SELECT pg_advisory_lock(424243), 1 / (g - 1) FROM generate_series(1, 1) g');
+    t.equal(err?.code, 'RELAY_ERR_QUERY');
+    t.equal(await held(), 0, 'not held after a statement that failed');
+    // truncated at the row cap (the portal suspended, the statement never finished)
+    const trunc = await run('SELECT pg_advisory_lock(424244 + g) FROM generate_series(1, 10) g', { limits: { maxRows: 2 } });
+    t.equal(trunc.end.truncated, true);
+    t.equal(await held(), 0, 'not held after a truncated statement');
+    if (onPostgres) {
+      // another client of the database can take them
+      const free = await admin.query('SELECT pg_try_advisory_lock(424242) AND pg_try_advisory_lock(424243) AND pg_try_advisory_lock(424245) AS free');
+      t.equal(free.rows[0].free, true, 'another session can take the locks');
+      await admin.query('SELECT pg_advisory_unlock_all()');
+    }
+  });
+
   t.test('statements that leave state on the connection, or run hidden ones, are refused however they are written', async (t) => {
     const { run, failure } = await hostile();
     for (const statement of [
