@@ -136,6 +136,11 @@ function mapError(err: unknown): { code: string; message: string; retryable?: bo
   if (e.code === 'PROTO_ERR_ROW_TOO_LARGE') return { code: 'RELAY_ERR_ROW_TOO_LARGE', message: msg };
   if (sqlstate === '25006') return { code: 'RELAY_ERR_READ_ONLY', message: `refused: the relay runs queries read-only (${msg})`, detail: { sqlstate } };
   if (sqlstate === '42601' && /multiple commands/.test(msg)) return { code: 'RELAY_ERR_MULTI_STATEMENT', message: 'refused: one statement per query', detail: { sqlstate } };
+  // the parameters do not match the statement's $n: the database refuses the Bind with a
+  // protocol-violation SQLSTATE (08P01), but the connection is fine and the same query fails the
+  // same way again; a connection-class SQLSTATE would make it "unavailable, retry"
+  const bind = sqlstate === '08P01' ? /^bind message supplies (\d+) parameters?, but prepared statement "[^"]*" requires (\d+)$/.exec(msg) : null;
+  if (bind) return { code: 'RELAY_ERR_QUERY', message: `the statement takes ${bind[2]} parameter(s) ($1 …), the query supplied ${bind[1]}` };
   if (sqlstate === '57014') return { code: 'RELAY_ERR_TIMEOUT', message: `the query was cancelled at the database: ${msg}`, detail: { sqlstate } };
   if (sqlstate?.startsWith('08') || sqlstate === '57P01' || sqlstate === '57P03' || sqlstate === '53300' || (!sqlstate && typeof e.code === 'string')) {
     return { code: 'RELAY_ERR_DATABASE_UNAVAILABLE', message: `the database is unavailable: ${msg}`, retryable: true, ...(sqlstate ? { detail: { sqlstate } } : {}) };

@@ -325,4 +325,22 @@ t.test('executor against the customer database', async (t) => {
     const left = await run('SELECT count(*)::int FROM pg_prepared_statements');
     t.same(left.rows, [[0]], 'no prepared statement on the pooled connection');
   });
+
+  t.test('a parameter count the statement does not take is the statement’s error, not an unavailable database', async (t) => {
+    const { run, failure } = await hostile();
+    for (const [statement, params] of [
+      ['SELECT $1::int', []],
+      ['SELECT $1::int', ['1', '2']],
+      ['SELECT 1', ['1']],
+    ] as const) {
+      const err = await failure(statement, { params: [...params] });
+      t.equal(err?.code, 'RELAY_ERR_QUERY', `${statement} with ${params.length}`);
+      t.notOk(err?.retryable, 'not retryable: the same statement fails the same way');
+      const sqlstate = (err?.detail as { sqlstate?: string } | undefined)?.sqlstate;
+      t.notOk(sqlstate?.startsWith('08'), 'no connection-class SQLSTATE (the control plane would answer 503 relay_unavailable)');
+      t.match(err?.message ?? '', /parameter/);
+    }
+    const ok = await run('SELECT $1::int AS one', { params: ['1'] });
+    t.same(ok.rows, [[1]], 'the connection answers the next query');
+  });
 });
