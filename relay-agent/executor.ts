@@ -191,6 +191,8 @@ interface PortalSink {
   row(row: unknown[]): void;
   /** the statement finished (`more`: rows were left when the row limit was reached) */
   done(command: string | undefined, rowCount: number | null, more: boolean): void;
+  /** the statement was empty: only comments or semicolons (EmptyQueryResponse) */
+  empty(): void;
   /** pg failed the query: an ErrorResponse, a lost connection, a row that would not parse */
   error(err: unknown): void;
   /** ReadyForQuery: everything written for this query was answered */
@@ -279,7 +281,7 @@ class PortalQuery {
   }
 
   handleEmptyQuery(): void {
-    if (this.#phase++ === 2) this.sink.done(undefined, null, false);
+    if (this.#phase++ === 2) this.sink.empty();
   }
 
   handleError(err: unknown): void {
@@ -399,6 +401,7 @@ export function createExecutor(opts: ExecutorOptions): Executor {
     let truncated = false;
     let command: string | undefined;
     let statementDone = false;
+    let emptyStatement = false;
     let pending: Row[] = [];
     let pendingBytes = 0;
     let pumping: Promise<void> | null = null;
@@ -514,6 +517,11 @@ export function createExecutor(opts: ExecutorOptions): Executor {
         else command = `${cmd ?? ''} ${n ?? rowCount}`.trim();
         notify();
       },
+      empty: () => {
+        statementDone = true;
+        emptyStatement = true;
+        notify();
+      },
       error: (err) => {
         failure = err;
         settled = true;
@@ -540,6 +548,12 @@ export function createExecutor(opts: ExecutorOptions): Executor {
       await until(() => settled || statementDone || truncated || q.signal.aborted || timedOut || sendError !== null);
       if (q.signal.aborted) throw q.signal.reason;
       if (timedOut) throw new Error('deadline');
+      if (emptyStatement) {
+        // as a statement of only whitespace is answered before it is sent
+        finished = true;
+        q.fail('RELAY_ERR_QUERY', 'empty statement');
+        return;
+      }
       if (failure !== null && !truncated && !statementDone) {
         const trip = guard?.tripped;
         if (trip?.kind === 'other') {

@@ -343,4 +343,13 @@ t.test('executor against the customer database', async (t) => {
     const ok = await run('SELECT $1::int AS one', { params: ['1'] });
     t.same(ok.rows, [[1]], 'the connection answers the next query');
   });
+
+  t.test('a statement of only comments or semicolons is an empty statement', async (t) => {
+    const { failure } = await hostile();
+    for (const statement of ['-- nothing', '/* nothing */', ';', ' ; ; ']) {
+      const err = await failure(statement);
+      t.equal(err?.code, 'RELAY_ERR_QUERY', JSON.stringify(statement));
+      t.equal(err?.message, 'empty statement', JSON.stringify(statement));
+    }
+  });
 });
