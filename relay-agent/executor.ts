@@ -78,6 +78,8 @@ const REFUSED_KEYWORDS = new Set(['copy', 'listen', 'notify', 'prepare', 'execut
  * PREPARE and DO are refused.)
  */
 const RELEASE_SESSION_LOCKS = 'SELECT pg_advisory_unlock_all()';
+/** most bytes the guard lets a row of the relay's own statements after the agent's declare */
+const OWN_ROW_BYTES = 64;
 /** how long a CancelRequest socket may take to connect and be closed by the server */
 const CANCEL_TIMEOUT_MS = 2000;
 
@@ -418,8 +420,10 @@ export function createExecutor(opts: ExecutorOptions): Executor {
     const guard: ConnectionGuard | undefined = pgConnectionGuard(client);
     const rowBytesBefore = guard?.rowBytes ?? 0;
     guard?.use({
-      // value bytes, as valueBytes() counts them; set_config's row (at most 16 bytes) counts too
-      rowBudget: () => Math.max(0, maxBytes + 16 - ((guard?.rowBytes ?? 0) - rowBytesBefore)),
+      // value bytes, as valueBytes() counts them; set_config's row (at most 16 bytes) counts too.
+      // Once the statement is done only the lock release's row can come (one void value, measured
+      // with the statement's column count): not the statement's budget, whatever is left of it
+      rowBudget: () => (statementDone ? OWN_ROW_BYTES : Math.max(0, maxBytes + 16 - ((guard?.rowBytes ?? 0) - rowBytesBefore))),
       onTrip: () => {
         broken = true; // the connection is closed: never back to the pool
         cancel();

@@ -270,13 +270,27 @@ t.test('executor against the customer database', async (t) => {
   // Statements written to get around the relay, straight over the tunnel (the relay is an
   // enforcement layer of its own, whatever the control plane sends). One pooled connection: every
   // query after the first reuses the connection the first one used.
-  async function hostile() {
-    const { server } = setup({}, {}, 1);
+  async function hostile(limits: Partial<ExecutorLimits> = {}) {
+    const { server, exec } = setup(limits, {}, 1);
     await server.ready;
-    const run = (statement: string, open: { params?: string[]; limits?: { maxRows?: number } } = {}) => server.openStream({ statement, ...open }).collect();
+    const run = (statement: string, open: { params?: string[]; limits?: { maxRows?: number; maxBytes?: number }; timeoutMs?: number } = {}) => server.openStream({ statement, ...open }).collect();
     const failure = async (statement: string, open: { params?: string[] } = {}) => (await run(statement, open).then(() => null, (e: unknown) => e)) as ProtocolError | null;
-    return { run, failure };
+    return { run, failure, exec };
   }
+
+  t.test('the lock release after the statement is not counted against its byte budget', async (t) => {
+    // a 10-digit timeout makes set_config's row 14 bytes (of the 16 allowed for it) on a new
+    // connection, zero-column rows leave the budget whole, and the lock release's one-value row
+    // (measured with the statement's zero columns) used to be refused: the guard closed the
+    // connection and a CancelRequest went out for a statement that had finished
+    const { run, exec } = await hostile({ maxTimeoutMs: 0x7fffffff });
+    for (let i = 0; i < 2; i++) {
+      const r = await run('SELECT FROM generate_series(1, 3)', { limits: { maxBytes: 0 }, timeoutMs: 0x7fffffff });
+      t.equal(r.rows.length, 3);
+      t.notOk(r.end.truncated);
+    }
+    t.equal(exec.cancels, 0, 'no CancelRequest, the connection was kept');
+  });
 
   t.test('a session advisory lock taken by a statement does not outlive it', async (t) => {
     const { run, failure } = await hostile();
