@@ -436,10 +436,11 @@ export function createExecutor(opts: ExecutorOptions): Executor {
       cancels++;
       cancelling = sendCancelRequest(client, CANCEL_TIMEOUT_MS);
     };
-    // the stream was cancelled by its opener, its deadline passed, or the session closed (NOT
-    // our own q.fail: `finished` is set before it)
+    // the stream was cancelled by its opener, its deadline passed, the session closed, or our own
+    // q.fail closed it: the statement is cancelled if it still runs (once it is done only the
+    // ROLLBACK's answer is on its way, and a CancelRequest would only cost the connection)
     const onAbort = (): void => {
-      cancel();
+      if (!statementDone) cancel();
       notify();
     };
     q.signal.addEventListener('abort', onAbort, { once: true });

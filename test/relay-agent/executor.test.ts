@@ -1,3 +1,4 @@
+import net from 'node:net';
 import t from 'tap';
 import pg from 'pg';
 import { Session, memoryTransportPair, ProtocolError } from '../../protocol/index.js';
@@ -33,6 +34,60 @@ t.test('an unreachable database is a retryable RELAY_ERR_DATABASE_UNAVAILABLE', 
   await exec.close();
 });
 
+/**
+ * A TCP proxy to the database that hands the database's answers on one protocol message per
+ * write, a millisecond apart, so that each arrives in a read of its own (as over a slow network):
+ * what the executor does between two messages of one answer shows.
+ */
+async function slicingProxy(databaseUrl: string): Promise<{ url: string; close(): Promise<void> }> {
+  const target = new URL(databaseUrl);
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(target.port || 5432), target.hostname);
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on('error', () => undefined);
+      s.on('close', () => {
+        client.destroy();
+        upstream.destroy();
+      });
+    }
+    client.setNoDelay(true); // (Nagle would gather the small writes again)
+    client.pipe(upstream);
+    let buf = Buffer.alloc(0);
+    const queue: Buffer[] = [];
+    let writing = false;
+    const pump = (): void => {
+      const m = queue.shift();
+      if (!m || client.destroyed) return void (writing = false);
+      writing = true;
+      client.write(m);
+      setTimeout(pump, 1);
+    };
+    upstream.on('data', (chunk: Buffer) => {
+      buf = Buffer.concat([buf, chunk]);
+      // a CancelRequest's connection gets no answer; every other answer is typed messages
+      while (buf.length >= 5 && buf.length >= 1 + buf.readUInt32BE(1)) {
+        const len = 1 + buf.readUInt32BE(1);
+        queue.push(buf.subarray(0, len));
+        buf = buf.subarray(len);
+      }
+      if (!writing) pump();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const url = new URL(databaseUrl);
+  url.hostname = '127.0.0.1';
+  url.port = String((server.address() as net.AddressInfo).port);
+  return {
+    url: url.toString(),
+    close: () => {
+      for (const s of sockets) s.destroy();
+      return new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
+
 // A real PostgreSQL at TEST_DATABASE_URL when one answers, else PGlite over the wire (one backend:
 // statements run one at a time, and nothing interrupts a running one; see bench/customer-db.ts).
 t.test('executor against the customer database', async (t) => {
@@ -49,11 +104,11 @@ t.test('executor against the customer database', async (t) => {
   await admin.query("CREATE TABLE relay_exec_t (id int PRIMARY KEY, name text, at timestamptz, big int8, data bytea, doc jsonb)");
   await admin.query("INSERT INTO relay_exec_t SELECT g, 'n' || g, '2024-01-01T00:00:00Z'::timestamptz + g * interval '1 day', g * 10000000000, '\\x0102'::bytea, jsonb_build_object('g', g) FROM generate_series(1, 5) g");
 
-  function setup(limits: Partial<ExecutorLimits> = {}, windows: { streamWindow?: number; sessionWindow?: number } = {}, poolSize = 4) {
+  function setup(limits: Partial<ExecutorLimits> = {}, windows: { streamWindow?: number; sessionWindow?: number } = {}, poolSize = 4, databaseUrl = DB) {
     const [a, b] = memoryTransportPair();
     const server = new Session(a, { role: 'server', pingIntervalMs: 0, ...windows });
     const relay = new Session(b, { role: 'client', pingIntervalMs: 0 });
-    const exec = createExecutor({ databaseUrl: DB, poolSize, limits, applicationName: 'svc-relay-test' });
+    const exec = createExecutor({ databaseUrl, poolSize, limits, applicationName: 'svc-relay-test' });
     relay.onStream(exec.handle);
     t.teardown(async () => {
       server.close();
@@ -270,8 +325,8 @@ t.test('executor against the customer database', async (t) => {
   // Statements written to get around the relay, straight over the tunnel (the relay is an
   // enforcement layer of its own, whatever the control plane sends). One pooled connection: every
   // query after the first reuses the connection the first one used.
-  async function hostile(limits: Partial<ExecutorLimits> = {}) {
-    const { server, exec } = setup(limits, {}, 1);
+  async function hostile(limits: Partial<ExecutorLimits> = {}, databaseUrl = DB) {
+    const { server, exec } = setup(limits, {}, 1, databaseUrl);
     await server.ready;
     const run = (statement: string, open: { params?: string[]; limits?: { maxRows?: number; maxBytes?: number }; timeoutMs?: number } = {}) => server.openStream({ statement, ...open }).collect();
     const failure = async (statement: string, open: { params?: string[] } = {}) => (await run(statement, open).then(() => null, (e: unknown) => e)) as ProtocolError | null;
@@ -365,5 +420,18 @@ t.test('executor against the customer database', async (t) => {
       t.equal(err?.code, 'RELAY_ERR_QUERY', JSON.stringify(statement));
       t.equal(err?.message, 'empty statement', JSON.stringify(statement));
     }
+  });
+
+  t.test('answers arriving one message per read: a statement that is done is not cancelled', async (t) => {
+    const proxy = await slicingProxy(DB);
+    t.teardown(() => proxy.close());
+    const { run, failure, exec } = await hostile({}, proxy.url);
+    // failed by the relay once the database said the statement was empty, while the ROLLBACK's
+    // answer was still on its way: the stream's abort used to send a CancelRequest and close the
+    // connection
+    for (let i = 0; i < 3; i++) t.equal((await failure('-- nothing'))?.message, 'empty statement');
+    const ok = await run('SELECT 1 AS one');
+    t.same(ok.rows, [[1]]);
+    t.equal(exec.cancels, 0, 'no CancelRequest');
   });
 });
