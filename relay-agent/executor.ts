@@ -80,6 +80,11 @@ const REFUSED_KEYWORDS = new Set(['copy', 'listen', 'notify', 'prepare', 'execut
 const RELEASE_SESSION_LOCKS = 'SELECT pg_advisory_unlock_all()';
 /** most bytes the guard lets a row of the relay's own statements after the agent's declare */
 const OWN_ROW_BYTES = 64;
+/**
+ * how long the end of a query's answer (or the rollback after a failure) may take once the
+ * statement is over before the connection is closed instead of reused
+ */
+const SETTLE_TIMEOUT_MS = 2000;
 /** how long a CancelRequest socket may take to connect and be closed by the server */
 const CANCEL_TIMEOUT_MS = 2000;
 
@@ -301,6 +306,23 @@ class PortalQuery {
   }
 
   handleCopyData(): void {}
+}
+
+/** `p`, or a rejection after `ms` (p's own outcome is then ignored) */
+function within<T>(p: Promise<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+    p.then(
+      (v) => {
+        clearTimeout(timer);
+        resolve(v);
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        reject(err instanceof Error ? err : new Error(String(err)));
+      },
+    );
+  });
 }
 
 /**
@@ -608,17 +630,27 @@ export function createExecutor(opts: ExecutorOptions): Executor {
         client.release(new Error('cancelled at the database'));
         if (cancelling) await cancelling;
       } else {
+        // the rest of the answer (ROLLBACK, lock release, ReadyForQuery) is due at once; a
+        // database or network gone silent must not hold the connection, and the query, forever
+        let silent = false;
+        const settleTimer = setTimeout(() => {
+          silent = true;
+          notify();
+        }, SETTLE_TIMEOUT_MS);
         try {
-          await until(() => settled || broken);
+          await until(() => settled || broken || silent);
           if (broken) throw new Error('cancelled at the database');
+          if (!settled) throw new Error(`the database did not finish answering within ${SETTLE_TIMEOUT_MS} ms`);
           // after an error the transaction is aborted (or was never begun): end it before reuse
           // (the statement's failure skipped the pipeline's own ROLLBACK and lock release)
-          if (failure !== null) await client.query(`ROLLBACK; ${RELEASE_SESSION_LOCKS}`);
+          if (failure !== null) await within(client.query(`ROLLBACK; ${RELEASE_SESSION_LOCKS}`), SETTLE_TIMEOUT_MS);
           guard?.use(null); // the pool's next user reads without our budget
           client.release();
         } catch (err) {
           client.release(err instanceof Error ? err : true);
           if (cancelling) await cancelling;
+        } finally {
+          clearTimeout(settleTimer);
         }
       }
     }

@@ -37,9 +37,12 @@ t.test('an unreachable database is a retryable RELAY_ERR_DATABASE_UNAVAILABLE', 
 /**
  * A TCP proxy to the database that hands the database's answers on one protocol message per
  * write, a millisecond apart, so that each arrives in a read of its own (as over a slow network):
- * what the executor does between two messages of one answer shows.
+ * what the executor does between two messages of one answer shows. With `stallAfter`, the first
+ * message it matches is the last one handed on (the connection stays open, silent: a network
+ * that stopped carrying, or a database that stopped answering).
  */
-async function slicingProxy(databaseUrl: string): Promise<{ url: string; close(): Promise<void> }> {
+async function slicingProxy(databaseUrl: string, stallAfter?: (message: Buffer) => boolean): Promise<{ url: string; close(): Promise<void> }> {
+  let fired = false; // one connection goes silent, once
   const target = new URL(databaseUrl);
   const sockets = new Set<net.Socket>();
   const server = net.createServer((client) => {
@@ -57,11 +60,13 @@ async function slicingProxy(databaseUrl: string): Promise<{ url: string; close()
     let buf = Buffer.alloc(0);
     const queue: Buffer[] = [];
     let writing = false;
+    let stalled = false;
     const pump = (): void => {
       const m = queue.shift();
-      if (!m || client.destroyed) return void (writing = false);
+      if (!m || client.destroyed || stalled) return void (writing = false);
       writing = true;
       client.write(m);
+      if (!fired && stallAfter?.(m)) fired = stalled = true;
       setTimeout(pump, 1);
     };
     upstream.on('data', (chunk: Buffer) => {
@@ -433,5 +438,21 @@ t.test('executor against the customer database', async (t) => {
     const ok = await run('SELECT 1 AS one');
     t.same(ok.rows, [[1]]);
     t.equal(exec.cancels, 0, 'no CancelRequest');
+  });
+
+  t.test('a database that goes silent after the statement does not hold the connection forever', async (t) => {
+    // silent after the statement's CommandComplete: the ROLLBACK, the lock release and
+    // ReadyForQuery never come
+    const tag = Buffer.from('SELECT 2\0');
+    const proxy = await slicingProxy(DB, (m) => m[0] === 0x43 && m.subarray(5).equals(tag));
+    t.teardown(() => proxy.close());
+    const { run, exec } = await hostile({}, proxy.url);
+    const r = await run('SELECT 7 AS seven FROM generate_series(1, 2)');
+    t.same(r.rows, [[7], [7]], 'the rows and the END went out');
+    const t0 = Date.now();
+    for (let i = 0; i < 100 && exec.inflight > 0; i++) await new Promise((r) => setTimeout(r, 50));
+    t.equal(exec.inflight, 0, `the query let go of its connection (after ${Date.now() - t0} ms)`);
+    const next = await run('SELECT 8 AS eight', { timeoutMs: 3000 });
+    t.same(next.rows, [[8]], 'the pool (one connection) answers the next query on a new connection');
   });
 });
