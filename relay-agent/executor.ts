@@ -359,7 +359,17 @@ function sendCancelRequest(client: pg.PoolClient, timeoutMs: number): Promise<vo
 export function createExecutor(opts: ExecutorOptions): Executor {
   const limits: ExecutorLimits = { ...DEFAULT_EXECUTOR_LIMITS, ...(opts.limits ?? {}) };
   const appName = opts.applicationName ?? 'svc-relay';
-  const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.poolSize ?? 4, application_name: appName, idleTimeoutMillis: 30_000, Client: GuardedClient });
+  // connectionTimeoutMillis: a database that accepts the connection and never answers its
+  // start-up (or a pool whose connections all stay busy) fails the query after the longest a query
+  // may run, instead of holding it, and a pool slot, forever
+  const pool = new pg.Pool({
+    connectionString: opts.databaseUrl,
+    max: opts.poolSize ?? 4,
+    application_name: appName,
+    idleTimeoutMillis: 30_000,
+    connectionTimeoutMillis: limits.maxTimeoutMs,
+    Client: GuardedClient,
+  });
   pool.on('error', () => {
     /* an idle client died; the pool replaces it */
   });

@@ -34,6 +34,38 @@ t.test('an unreachable database is a retryable RELAY_ERR_DATABASE_UNAVAILABLE', 
   await exec.close();
 });
 
+t.test('a database that accepts the connection and never answers: the query fails, the executor lets go', async (t) => {
+  const sockets = new Set<net.Socket>();
+  const silent = net.createServer((s) => {
+    sockets.add(s);
+    s.on('error', () => undefined);
+  });
+  await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+  t.teardown(() => {
+    for (const s of sockets) s.destroy();
+    return new Promise<void>((r) => silent.close(() => r()));
+  });
+  const [a, b] = memoryTransportPair();
+  const server = new Session(a, { role: 'server', pingIntervalMs: 0 });
+  const relay = new Session(b, { role: 'client', pingIntervalMs: 0 });
+  const exec = createExecutor({ databaseUrl: `postgres://nobody@127.0.0.1:${(silent.address() as net.AddressInfo).port}/none`, poolSize: 1, limits: { maxTimeoutMs: 500 } });
+  relay.onStream(exec.handle);
+  t.teardown(async () => {
+    server.close();
+    relay.close();
+    await exec.close();
+  });
+  await server.ready;
+  const t0 = Date.now();
+  // no deadline from the opener: only the relay's own ceiling bounds the wait
+  const answer = server.openStream({ statement: 'SELECT 1' }).collect().then(() => null, (e: unknown) => e);
+  const err = (await Promise.race([answer, new Promise((r) => setTimeout(() => r(new Error('no answer after 5 s')), 5000))])) as ProtocolError | null;
+  t.equal(err?.code, 'RELAY_ERR_DATABASE_UNAVAILABLE');
+  t.equal(err?.retryable, true);
+  t.ok(Date.now() - t0 < 3000, `within the relay's ceiling (${Date.now() - t0} ms)`);
+  t.equal(exec.inflight, 0);
+});
+
 /**
  * A TCP proxy to the database that hands the database's answers on one protocol message per
  * write, a millisecond apart, so that each arrives in a read of its own (as over a slow network):
