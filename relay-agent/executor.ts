@@ -636,9 +636,11 @@ export function createExecutor(opts: ExecutorOptions): Executor {
       q.signal.removeEventListener('abort', onAbort);
       if (paused) stream.resume();
       if (broken) {
+        // the CancelRequest is delivered first: behind a pooler (PgBouncer) its key is this
+        // client connection's, and a pooler drops a cancel whose connection is gone. Then
         // whatever is still on the wire is dropped with the connection
-        client.release(new Error('cancelled at the database'));
         if (cancelling) await cancelling;
+        client.release(new Error('cancelled at the database'));
       } else {
         // the rest of the answer (ROLLBACK, lock release, ReadyForQuery) is due at once; a
         // database or network gone silent must not hold the connection, and the query, forever
@@ -657,8 +659,8 @@ export function createExecutor(opts: ExecutorOptions): Executor {
           guard?.use(null); // the pool's next user reads without our budget
           client.release();
         } catch (err) {
+          if (cancelling) await cancelling; // (as above: before the connection goes)
           client.release(err instanceof Error ? err : true);
-          if (cancelling) await cancelling;
         } finally {
           clearTimeout(settleTimer);
         }

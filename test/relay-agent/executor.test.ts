@@ -67,49 +67,80 @@ t.test('a database that accepts the connection and never answers: the query fail
 });
 
 /**
- * A TCP proxy to the database that hands the database's answers on one protocol message per
- * write, a millisecond apart, so that each arrives in a read of its own (as over a slow network):
- * what the executor does between two messages of one answer shows. With `stallAfter`, the first
- * message it matches is the last one handed on (the connection stays open, silent: a network
- * that stopped carrying, or a database that stopped answering).
+ * A TCP proxy in front of the database.
+ * - `sliced`: it hands the database's answers on one protocol message per write, a millisecond
+ *   apart, so that each arrives in a read of its own (as over a slow network): what the executor
+ *   does between two messages of one answer shows.
+ * - `stallAfter`: the first message it matches is the last one handed on (the connection stays
+ *   open, silent: a network that stopped carrying, or a database that stopped answering).
+ * - `poolerKeys`: it cancels as PgBouncer does: the client gets the proxy's own BackendKeyData,
+ *   and a CancelRequest with that key is passed on (with the database's key) only while the
+ *   client connection it names is still open.
  */
-async function slicingProxy(databaseUrl: string, stallAfter?: (message: Buffer) => boolean): Promise<{ url: string; close(): Promise<void> }> {
+async function dbProxy(databaseUrl: string, o: { sliced?: boolean; stallAfter?: (message: Buffer) => boolean; poolerKeys?: boolean }): Promise<{ url: string; close(): Promise<void> }> {
   let fired = false; // one connection goes silent, once
   const target = new URL(databaseUrl);
+  const dial = (): net.Socket => net.connect(Number(target.port || 5432), target.hostname);
   const sockets = new Set<net.Socket>();
+  const keys = new Map<string, { key: Buffer; client: net.Socket }>(); // the proxy's key -> the database's
+  let nextPid = 1;
   const server = net.createServer((client) => {
-    const upstream = net.connect(Number(target.port || 5432), target.hostname);
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on('error', () => undefined);
-      s.on('close', () => {
-        client.destroy();
-        upstream.destroy();
-      });
-    }
+    sockets.add(client);
+    client.on('error', () => undefined);
     client.setNoDelay(true); // (Nagle would gather the small writes again)
-    client.pipe(upstream);
-    let buf = Buffer.alloc(0);
-    const queue: Buffer[] = [];
-    let writing = false;
-    let stalled = false;
-    const pump = (): void => {
-      const m = queue.shift();
-      if (!m || client.destroyed || stalled) return void (writing = false);
-      writing = true;
-      client.write(m);
-      if (!fired && stallAfter?.(m)) fired = stalled = true;
-      setTimeout(pump, 1);
-    };
-    upstream.on('data', (chunk: Buffer) => {
-      buf = Buffer.concat([buf, chunk]);
-      // a CancelRequest's connection gets no answer; every other answer is typed messages
-      while (buf.length >= 5 && buf.length >= 1 + buf.readUInt32BE(1)) {
-        const len = 1 + buf.readUInt32BE(1);
-        queue.push(buf.subarray(0, len));
-        buf = buf.subarray(len);
+    client.once('data', (first: Buffer) => {
+      if (o.poolerKeys && first.length >= 16 && first.readUInt32BE(4) === 80877102) {
+        const entry = keys.get(first.subarray(8, 16).toString('hex'));
+        if (entry && !entry.client.destroyed) {
+          const c = dial();
+          c.on('error', () => undefined);
+          c.end(Buffer.concat([first.subarray(0, 8), entry.key]));
+        }
+        client.destroy();
+        return;
       }
-      if (!writing) pump();
+      const upstream = dial();
+      sockets.add(upstream);
+      upstream.on('error', () => undefined);
+      for (const s of [client, upstream]) {
+        s.on('close', () => {
+          client.destroy();
+          upstream.destroy();
+        });
+      }
+      upstream.write(first);
+      client.pipe(upstream);
+      let buf = Buffer.alloc(0);
+      const queue: Buffer[] = [];
+      let writing = false;
+      let stalled = false;
+      const pump = (): void => {
+        const m = queue.shift();
+        if (!m || client.destroyed || stalled) return void (writing = false);
+        writing = true;
+        client.write(m);
+        if (!fired && o.stallAfter?.(m)) fired = stalled = true;
+        if (o.sliced) setTimeout(pump, 1);
+        else pump();
+      };
+      upstream.on('data', (chunk: Buffer) => {
+        buf = Buffer.concat([buf, chunk]);
+        // every answer on a connection that is not a CancelRequest's is typed messages
+        while (buf.length >= 5 && buf.length >= 1 + buf.readUInt32BE(1)) {
+          const len = 1 + buf.readUInt32BE(1);
+          let m = buf.subarray(0, len);
+          buf = buf.subarray(len);
+          if (o.poolerKeys && m[0] === 0x4b && len === 13) {
+            const own = Buffer.alloc(8);
+            own.writeUInt32BE(nextPid++, 0);
+            own.writeUInt32BE(Math.floor(Math.random() * 0x7fffffff), 4);
+            keys.set(own.toString('hex'), { key: Buffer.from(m.subarray(5, 13)), client });
+            m = Buffer.concat([m.subarray(0, 5), own]);
+          }
+          queue.push(m);
+        }
+        if (!writing) pump();
+      });
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -252,8 +283,12 @@ t.test('executor against the customer database', async (t) => {
     t.ok(await sleepersGone());
   });
 
-  t.test('cancellation from the opener cancels at the database', { skip: noCancelAtDatabase }, async (t) => {
-    const { server, exec } = setup();
+  // directly, and behind a pooler whose cancel key is the client connection's (PgBouncer): the
+  // CancelRequest must reach it while that connection is still open
+  for (const via of ['directly', 'behind a pooler'] as const) t.test(`cancellation from the opener cancels at the database, ${via}`, { skip: noCancelAtDatabase }, async (t) => {
+    const proxy = via === 'directly' ? null : await dbProxy(DB, { poolerKeys: true });
+    t.teardown(() => proxy?.close());
+    const { server, exec } = setup({}, {}, 4, proxy?.url ?? DB);
     await server.ready;
     const s = server.openStream({ statement: 'SELECT pg_sleep(5)' });
     const p = s.collect().catch((e: unknown) => e);
@@ -460,7 +495,7 @@ t.test('executor against the customer database', async (t) => {
   });
 
   t.test('answers arriving one message per read: a statement that is done is not cancelled', async (t) => {
-    const proxy = await slicingProxy(DB);
+    const proxy = await dbProxy(DB, { sliced: true });
     t.teardown(() => proxy.close());
     const { run, failure, exec } = await hostile({}, proxy.url);
     // failed by the relay once the database said the statement was empty, while the ROLLBACK's
@@ -476,7 +511,7 @@ t.test('executor against the customer database', async (t) => {
     // silent after the statement's CommandComplete: the ROLLBACK, the lock release and
     // ReadyForQuery never come
     const tag = Buffer.from('SELECT 2\0');
-    const proxy = await slicingProxy(DB, (m) => m[0] === 0x43 && m.subarray(5).equals(tag));
+    const proxy = await dbProxy(DB, { sliced: true, stallAfter: (m) => m[0] === 0x43 && m.subarray(5).equals(tag) });
     t.teardown(() => proxy.close());
     const { run, exec } = await hostile({}, proxy.url);
     const r = await run('SELECT 7 AS seven FROM generate_series(1, 2)');
