@@ -66,9 +66,12 @@ interface PgErrorLike {
  * the relay never sees: PREPARE (a prepared statement survives the ROLLBACK, and behind a
  * transaction-pooling PgBouncer reaches the customer's other clients), EXECUTE (runs one prepared
  * by someone else), DEALLOCATE (would drop a pooler's own prepared statements, PgBouncer 1.21)
- * and DO (dynamic SQL: a PREPARE in an EXECUTE string). None of them is a read.
+ * and DO (dynamic SQL: a PREPARE in an EXECUTE string). Nor what a read-only transaction allows
+ * but harms the customer's server: LOCK (ACCESS EXCLUSIVE is allowed read-only, and with a role
+ * that may write the table it blocks every other client of it until the deadline), LOAD (a
+ * library stays loaded in the backend) and CHECKPOINT. None of them is a read.
  */
-const REFUSED_KEYWORDS = new Set(['copy', 'listen', 'notify', 'prepare', 'execute', 'deallocate', 'do']);
+const REFUSED_KEYWORDS = new Set(['copy', 'listen', 'notify', 'prepare', 'execute', 'deallocate', 'do', 'lock', 'load', 'checkpoint']);
 /**
  * Run after every query, before its connection is used again: a session-level advisory lock
  * (`pg_advisory_lock`, allowed in a read-only transaction) is the one thing a read takes that

@@ -467,6 +467,17 @@ t.test('executor against the customer database', async (t) => {
     t.same(left.rows, [[0]], 'no prepared statement on the pooled connection');
   });
 
+  t.test('statements that lock tables, load code or force work on the server are refused', async (t) => {
+    const { failure } = await hostile();
+    // LOCK is allowed in a read-only transaction: with a role that may write the table, ACCESS
+    // EXCLUSIVE blocks the customer's every read and write of it until the deadline
+    for (const statement of ['LOCK TABLE relay_exec_t IN ACCESS EXCLUSIVE MODE', 'lock relay_exec_t', "LOAD 'auto_explain'", 'CHECKPOINT']) {
+      const err = await failure(statement);
+      t.equal(err?.code, 'RELAY_ERR_QUERY', statement);
+      t.match(err?.message ?? '', /^refused: /, statement);
+    }
+  });
+
   t.test('a parameter count the statement does not take is the statement’s error, not an unavailable database', async (t) => {
     const { run, failure } = await hostile();
     for (const [statement, params] of [
