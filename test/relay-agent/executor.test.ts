@@ -467,6 +467,38 @@ t.test('executor against the customer database', async (t) => {
     t.same(left.rows, [[0]], 'no prepared statement on the pooled connection');
   });
 
+  t.test('what a statement changes in the session does not reach the next query on the connection', async (t) => {
+    const { run, failure } = await hostile();
+    const show = async (name: string) => (await run(`SHOW ${name}`)).rows[0]?.[0];
+    const before = { path: await show('search_path'), timeout: await show('statement_timeout'), ro: await show('default_transaction_read_only') };
+    await run("SELECT set_config('search_path', 'pg_temp', false), set_config('statement_timeout', '0', false), set_config('default_transaction_read_only', 'off', false)");
+    await run('SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE');
+    await run('DECLARE relay_held CURSOR WITH HOLD FOR SELECT 1');
+    // the statement ends the relay's transaction itself: what it commits is only the relay's own
+    // transaction-local timeout, and the relay's ROLLBACK then has nothing to do
+    await run('COMMIT');
+    t.same({ path: await show('search_path'), timeout: await show('statement_timeout'), ro: await show('default_transaction_read_only') }, before, 'the GUCs are back');
+    t.equal((await failure('FETCH relay_held'))?.code, 'RELAY_ERR_QUERY', 'no cursor held');
+    t.same((await run('SHOW transaction_read_only')).rows, [['on']], 'the next query is read-only');
+  });
+
+  t.test('a CancelRequest racing the end of the statement never reaches the next query on a reused connection', { skip: noCancelAtDatabase }, async (t) => {
+    const { server, exec } = setup({}, {}, 1);
+    await server.ready;
+    let stray = 0;
+    for (let i = 0; i < 60; i++) {
+      const s = server.openStream({ statement: `SELECT pg_sleep(0.002), ${i}` });
+      const p = s.collect().catch(() => undefined);
+      setTimeout(() => s.cancel('race'), (i % 6) + Math.random());
+      await p;
+      // the next query (on the same connection unless the cancel dropped it) must not be hit
+      const next = await server.openStream({ statement: 'SELECT pg_sleep(0.005), 1' }).collect().then(() => null, (e: unknown) => e as ProtocolError);
+      if (next) stray++;
+    }
+    t.equal(stray, 0, 'no query failed after a cancelled one');
+    t.equal(exec.inflight, 0);
+  });
+
   t.test('statements that lock tables, load code or force work on the server are refused', async (t) => {
     const { failure } = await hostile();
     // LOCK is allowed in a read-only transaction: with a role that may write the table, ACCESS
