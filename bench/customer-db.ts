@@ -8,8 +8,8 @@
  * What the PGlite fallback is, read from pglite-socket 0.2.17's source: PGlite is ONE backend.
  * PGLiteSocketServer accepts up to `maxConnections` sockets (we open 32) and multiplexes them
  * onto it through a global queue, one protocol message at a time. Therefore:
- *  - several `pg` connections (a pg.Pool, plus the executor's extra pg_cancel_backend
- *    connection) work, but their statements run one after another, never in parallel;
+ *  - several `pg` connections (a pg.Pool, plus a side connection) work, but their statements
+ *    run one after another, never in parallel;
  *  - while one connection is inside an explicit transaction (BEGIN … COMMIT/ROLLBACK), the
  *    messages of every other connection wait until it ends. A stream stalled mid-transaction
  *    (e.g. a relay cursor waiting for credit) blocks all other connections: a test whose
@@ -23,8 +23,8 @@
  *    `kind === 'postgres'`. Worse, a connection that must be OPENED while another holds a
  *    transaction waits for that transaction (its startup message is queued too): a client that
  *    opens a side connection (e.g. for pg_cancel_backend) and waits for it before ending its
- *    own transaction deadlocks. relay-agent/executor.ts does exactly that after a failed or
- *    cancelled query, so on PGlite only queries that succeed can go through the relay.
+ *    own transaction deadlocks. (svc-relay's executor cancels with a CancelRequest, which PGlite
+ *    swallows, and drops the connection; nothing waits on a side connection.)
  * `concurrent` and `cancelAtDatabase` in the result say this to callers.
  */
 import { randomBytes } from 'node:crypto';
