@@ -11,7 +11,10 @@
  *    socket directory; no `PGHOST` means localhost over TCP, not libpq's default socket;
  *    `PGSSLMODE` is read as node-postgres reads `sslmode`; other libpq variables are not read).
  *
- * Giving both `--database-url` and `--database-url-file` is a usage error (never a silent choice).
+ * Giving both `--database-url` and `--database-url-file` is a usage error (never a silent choice),
+ * and so is a URL node-postgres could not use (not `postgres://`, `postgresql://` or `socket:`, or
+ * one it cannot parse): refused at start, naming its source but never echoing it, rather than a
+ * relay that looks healthy and fails every query.
  */
 import { closeSync, fstatSync, openSync, readSync, constants } from 'node:fs';
 import { RelayError } from './errors.js';
@@ -59,8 +62,9 @@ export function readSecretFile(path: string): string {
     if (st.size > MAX_FILE_BYTES) throw invalid(`--database-url-file ${path} is ${st.size} bytes; a database URL file holds one line`);
     const buf = Buffer.alloc(st.size);
     const n = st.size > 0 ? readSync(fd, buf, 0, st.size, 0) : 0;
-    const line = buf.subarray(0, n).toString('utf8').split(/\r?\n/)[0]?.trim() ?? '';
-    if (line === '') throw invalid(`--database-url-file ${path} is empty; write the postgres:// URL on its first line`);
+    const text = buf.subarray(0, n).toString('utf8');
+    const line = text.split(/\r?\n/)[0]?.trim() ?? '';
+    if (line === '') throw invalid(`--database-url-file ${path} ${text.trim() === '' ? 'is empty' : 'has an empty first line'}; write the postgres:// URL on its first line`);
     return line;
   } finally {
     closeSync(fd);
@@ -90,7 +94,27 @@ export function urlFromPgEnv(env: NodeJS.ProcessEnv): string | undefined {
   return `postgres://${auth}localhost/${encodeURI(database ?? '')}${query ? `?${query}` : ''}`;
 }
 
+/**
+ * Throws unless node-postgres can parse `url` as it would (pg-connection-string: a leading `/` is
+ * a socket path; spaces and stray `%` are encoded first; an empty host after `user@` is allowed).
+ * The message names the source, never the URL (it may hold a password).
+ */
+export function checkDatabaseUrl(url: string, source: ResolvedDatabaseUrl['source']): void {
+  if (url.startsWith('/')) return;
+  if (!/^(?:postgres|postgresql|socket):/i.test(url)) throw invalid(`the database URL from ${source} is not a postgres:// URL (postgres://user:password@host:5432/database)`);
+  const text = / |%[^a-f0-9]|%[a-f0-9][^a-f0-9]/i.test(url) ? encodeURI(url).replace(/%25(\d\d)/g, '%$1') : url;
+  if (!URL.canParse(text) && !URL.canParse(text.replace('@/', '@___DUMMY___/'))) {
+    throw invalid(`the database URL from ${source} cannot be parsed (check the port, and percent-encode any of / ? # @ : in the user name or password)`);
+  }
+}
+
 export function resolveDatabaseUrl(s: DatabaseUrlSources): ResolvedDatabaseUrl {
+  const resolved = pickDatabaseUrl(s);
+  checkDatabaseUrl(resolved.url, resolved.source);
+  return resolved;
+}
+
+function pickDatabaseUrl(s: DatabaseUrlSources): ResolvedDatabaseUrl {
   if (s.databaseUrl !== undefined && s.databaseUrlFile !== undefined) {
     throw invalid('give the database URL once: --database-url or --database-url-file, not both');
   }

@@ -79,13 +79,13 @@ t.test('usage errors exit 2', async (t) => {
   t.teardown(() => {
     for (const [k, v] of Object.entries(saved)) if (v !== undefined) process.env[k] = v;
   });
-  for (const argv of [[], ['bogus'], ['enroll'], ['enroll', '--token', 'x'], ['run', '--config-dir', 'x'], ['run', '--config-dir', 'x', '--database-url', 'y', '--health-port', 'abc'],
-    ['run', '--config-dir', 'x', '--database-url', 'y', '--max-rows', '0'],
-    ['run', '--config-dir', 'x', '--database-url', 'y', '--max-rows', '1e3'],
-    ['run', '--config-dir', 'x', '--database-url', 'y', '--max-bytes', '10'],
-    ['run', '--config-dir', 'x', '--database-url', 'y', '--statement-timeout-ms', '-5'],
-    ['run', '--config-dir', 'x', '--database-url', 'y', '--pool-size', '0'],
-    ['run', '--config-dir', 'x', '--database-url', 'y', '--pool-size', 'many']]) {
+  for (const argv of [[], ['bogus'], ['enroll'], ['enroll', '--token', 'x'], ['run', '--config-dir', 'x'], ['run', '--config-dir', 'x', '--database-url', 'postgres://h/db', '--health-port', 'abc'],
+    ['run', '--config-dir', 'x', '--database-url', 'postgres://h/db', '--max-rows', '0'],
+    ['run', '--config-dir', 'x', '--database-url', 'postgres://h/db', '--max-rows', '1e3'],
+    ['run', '--config-dir', 'x', '--database-url', 'postgres://h/db', '--max-bytes', '10'],
+    ['run', '--config-dir', 'x', '--database-url', 'postgres://h/db', '--statement-timeout-ms', '-5'],
+    ['run', '--config-dir', 'x', '--database-url', 'postgres://h/db', '--pool-size', '0'],
+    ['run', '--config-dir', 'x', '--database-url', 'postgres://h/db', '--pool-size', 'many']]) {
     const { o, io: i } = io();
     t.equal(await main(argv, i), 2, argv.join(' '));
     t.ok(o.err.length > 0);

@@ -57,9 +57,36 @@ t.test('a URL file must be the owner’s alone, a regular file, and not empty', 
   t.equal(code(() => resolveDatabaseUrl({ databaseUrlFile: link, env: {} })), 'RELAY_ERR_INVALID_ARGUMENT', 'a symbolic link: refused');
   t.equal(resolveDatabaseUrl({ databaseUrlFile: file('readonly', 'postgres://a:b@h/db', 0o400), env: {} }).url, 'postgres://a:b@h/db', '0400 is fine');
   t.equal(resolveDatabaseUrl({ databaseUrlFile: file('crlf', 'postgres://a:b@h/db\r\n', 0o600), env: {} }).url, 'postgres://a:b@h/db', 'a CRLF line end is not part of the URL');
+  t.match(code(() => resolveDatabaseUrl({ databaseUrlFile: file('blank-first', '\n\npostgres://a@h/db\n', 0o600), env: {} })), 'RELAY_ERR_INVALID_ARGUMENT', 'a blank first line: refused');
+  t.throws(() => resolveDatabaseUrl({ databaseUrlFile: join(dir, 'blank-first'), env: {} }), /has an empty first line/, 'and not called empty (review: it said "is empty")');
   const fifo = join(dir, 'fifo');
   execFileSync('mkfifo', ['-m', '600', fifo]);
   t.equal(code(() => resolveDatabaseUrl({ databaseUrlFile: fifo, env: {} })), 'RELAY_ERR_INVALID_ARGUMENT', 'a named pipe: refused at once, not waited on (review: it hung)');
+});
+
+t.test('a URL node-postgres could not use is refused at start, from every source, without echoing it', async (t) => {
+  // review: `not a url S3cret` in a 0600 file, or a port out of range, started a relay that
+  // reported itself healthy while every query failed with relay_unavailable
+  const bad = ['not a url S3cret', 'mysql://u:S3cret@h/db', 'postgres://u:S3cret@127.0.0.1:99999/db', 'postgres://u:S3cret/x@h/db', 'S3cret'];
+  for (const u of bad) {
+    for (const sources of [{ databaseUrl: u, env: {} }, { databaseUrlFile: file('bad', u, 0o600), env: {} }, { env: { DATABASE_URL: u } }]) {
+      let message = '';
+      try {
+        resolveDatabaseUrl(sources);
+      } catch (err) {
+        message = `${(err as { code?: string }).code} | ${(err as Error).message}`;
+      }
+      t.match(message, /^RELAY_ERR_INVALID_ARGUMENT \| .*the database URL from (--database-url|--database-url-file|DATABASE_URL) (is not a postgres:\/\/ URL|cannot be parsed)/, `refused: ${u.replace('S3cret', '…')}`);
+      t.notMatch(message, /S3cret/, 'never echoed');
+    }
+  }
+  // what node-postgres accepts stays accepted (its own parser agrees)
+  const good = ['postgres://reader:pw@db.internal:5432/app', 'postgresql://h/db?sslmode=require', 'postgres://u:S3cret@/x?host=/tmp', 'postgres:///db?host=/var/run/postgresql', 'postgres://u:p%zz ss@h/db', 'socket:/var/run/postgresql?db=app', '/var/run/postgresql app', 'postgres://h1,h2/db'];
+  for (const u of good) {
+    t.doesNotThrow(() => parseConnectionString(u), `node-postgres parses ${u}`);
+    t.equal(resolveDatabaseUrl({ env: { DATABASE_URL: u } }).url, u, `accepted: ${u}`);
+  }
+  t.equal(resolveDatabaseUrl({ env: { PGHOST: 'fe80::1%eth0', PGDATABASE: 'app' } }).source, 'PG* environment variables', 'the URL built from PG* passes too');
 });
 
 t.test('libpq variables: escaped, IPv6, Unix sockets, sslmode', async (t) => {
@@ -92,5 +119,10 @@ t.test('the CLI: a refused source exits 2 and says why; the source (never the UR
   t.equal(await main(['run', '--config-dir', join(dir, 'nope'), '--database-url-file', good], io), 1, 'accepted: it goes on to the (missing) configuration');
   t.match(out.err, /database URL from --database-url-file/);
   t.match(out.err, /RELAY_ERR_CONFIG_MISSING/);
+  t.notMatch(out.err, /topsecret/);
+  out.err = '';
+  const garbled = file('cli-garbled', 'topsecret', 0o600);
+  t.equal(await main(['run', '--config-dir', join(dir, 'nope'), '--database-url-file', garbled], io), 2, 'not a URL: exit 2 before anything dials');
+  t.match(out.err, /the database URL from --database-url-file is not a postgres:\/\/ URL/);
   t.notMatch(out.err, /topsecret/);
 });
