@@ -61,9 +61,10 @@ export interface PostgresScopedTable {
 
 /**
  * One catalog statement for the scoped tables: every column the credential's role may select
- * (`has_column_privilege`, so a column-level grant lists only its columns), in column order,
- * with `format_type` names and the planner's row estimate. Names compare exactly, as the
- * rewritten statements quote them.
+ * (`has_column_privilege`, so a column-level grant lists only its columns) in a schema it may use
+ * (`has_schema_privilege … USAGE`: without it every query of the table is refused, whatever the
+ * table's grants), in column order, with `format_type` names and the planner's row estimate.
+ * Names compare exactly, as the rewritten statements quote them.
  */
 export function postgresCatalogSql(tables: readonly PostgresScopedTable[]): string {
   const wanted = tables.map((t) => `(${quoteLiteral(t.schema)}, ${quoteLiteral(t.table)})`).join(', ');
@@ -74,6 +75,7 @@ JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
 WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f')
   AND (n.nspname, c.relname) IN (VALUES ${wanted})
+  AND pg_catalog.has_schema_privilege(n.oid, 'USAGE')
   AND pg_catalog.has_column_privilege(c.oid, a.attnum, 'SELECT')
 ORDER BY n.nspname, c.relname, a.attnum`;
 }

@@ -68,6 +68,10 @@ t.before(async () => {
     await c.query(`CREATE ROLE ${ROLE} LOGIN PASSWORD 'reader-pw'`);
     await c.query(`GRANT USAGE ON SCHEMA reports TO ${ROLE}`);
     await c.query(`GRANT SELECT (id, note) ON orders TO ${ROLE}`);
+    // a table the role may select in a schema it may not use: every query of it is refused
+    await c.query(`CREATE SCHEMA locked`);
+    await c.query(`CREATE TABLE locked.vault (id int, secret text)`);
+    await c.query(`GRANT SELECT ON locked.vault TO ${ROLE}`);
   }
   await c.end();
   // the customer databases are on loopback: allowed only by SVC_LIVE_ALLOW_PRIVATE=1
@@ -268,11 +272,15 @@ t.test('postgres: only the columns the credential’s role may select (real Post
   u.username = ROLE;
   u.password = 'reader-pw';
   const a = await agentWith('postgres', u.toString());
-  const conn = await openConnection(srv.url, a.key, 'postgres', ['read:orders', 'read:secrets']);
+  const conn = await openConnection(srv.url, a.key, 'postgres', ['read:orders', 'read:secrets', 'read:locked.vault']);
   const r = await schema(a.key, conn);
   t.equal(r.status, 200, r.text);
   t.same(r.body.tables, [{ name: 'public.orders', columns: [{ name: 'id', type: 'integer', nullable: false }, { name: 'note', type: 'character varying(255)', nullable: true }], row_estimate: 300 }]);
-  t.same(r.body.missing_tables, ['public.secrets'], 'a table the role cannot read is not listed');
+  t.same(r.body.missing_tables, ['public.secrets', 'locked.vault'], 'a table the role cannot read is not listed, nor one in a schema it may not use');
+  // what the listing leaves out is what a query is refused
+  const q = await api<{ error?: { message: string } }>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: 'SELECT * FROM locked.vault' } });
+  t.equal(q.status, 403, q.text);
+  t.match(q.body.error?.message, /permission denied for schema locked/);
 });
 
 t.test('postgres: a database that cannot be reached is 503, audited', async (t) => {
