@@ -381,4 +381,24 @@ t.test('mysql: information_schema of the scoped tables (MariaDB)', async (t) => 
   t.same(sr.body.missing_tables, ['user', 'db']);
   const evs = await events(a.key, conn);
   t.same([evs[0]?.type, evs[0]?.outcome], ['schema', 'ok']);
+
+  // a case-sensitive server (lower_case_table_names = 0) holds orders and Orders as two tables:
+  // each is listed with its own columns, once each
+  const [[caseRow]] = (await admin.query('SELECT @@lower_case_table_names AS n')) as unknown as [[{ n: number | string }]];
+  if (Number(caseRow.n) !== 0) {
+    t.skip(`two tables differing only in case need lower_case_table_names = 0 (this server: ${caseRow.n})`, () => undefined);
+    return;
+  }
+  await admin.query(`CREATE TABLE ${name}.Orders (x INT NOT NULL)`);
+  const cc = await openConnection(srv.url, a.key, 'mysql', ['read:orders', 'read:Orders']);
+  const cr = await schema(a.key, cc);
+  t.equal(cr.status, 200, cr.text);
+  t.same(
+    cr.body.tables.map((x) => [x.name, x.columns.map((c) => c.name)]),
+    [
+      ['orders', ['id', 'note', 'total', 'placed_at']],
+      ['Orders', ['x']],
+    ],
+    'each table its own columns, none twice',
+  );
 });
