@@ -11,7 +11,7 @@
 import type { ParsedScopes } from '../../catalogue/index.js';
 import type { ReadQueryResult } from '../../embedded/index.js';
 import { ApiError } from '../../errors.js';
-import type { SchemaColumn, SchemaListing, SchemaTable } from '../../query/schema.js';
+import { unreadAfterCut, type SchemaColumn, type SchemaListing, type SchemaTable } from '../../query/schema.js';
 import { isMysqlSystemSchema, MYSQL_SYSTEM_SCHEMAS, mysqlPolicy, nameCaseOf } from './policy.js';
 
 export interface MysqlScopedTable {
@@ -65,9 +65,11 @@ export function mysqlListing(result: ReadQueryResult, tables: readonly MysqlScop
   const current = first?.['current_database'];
   const database = typeof current === 'string' && !isMysqlSystemSchema(current) ? current : null;
   const norm = (s: string): string => (fold ? s.toLowerCase() : s);
+  const keyOf = (r: Record<string, unknown>): string => `${norm(String(r['schema_name']))}.${norm(String(r['table_name']))}`;
+  const cut = unreadAfterCut(result, keyOf);
   const found = new Map<string, { columns: SchemaColumn[]; estimate: number | undefined }>();
   for (const r of result.rows) {
-    const key = `${norm(String(r['schema_name']))}.${norm(String(r['table_name']))}`;
+    const key = keyOf(r);
     let entry = found.get(key);
     if (!entry) {
       const rows = r['table_rows'] === null || r['table_rows'] === undefined ? NaN : Number(r['table_rows']);
@@ -81,9 +83,10 @@ export function mysqlListing(result: ReadQueryResult, tables: readonly MysqlScop
   for (const t of tables) {
     const schema = t.schema ?? database;
     const key = schema === null ? undefined : `${norm(schema)}.${norm(t.table)}`;
-    const entry = key === undefined ? undefined : found.get(key);
+    const entry = key === undefined || key === cut.partial ? undefined : found.get(key);
     if (key === undefined || !entry) {
-      missing.push(t.name);
+      // an unqualified scope under a system-schema database is known missing, cut or not
+      if (cut.missingKnown || (key === undefined && first !== undefined)) missing.push(t.name);
       continue;
     }
     const known = byTable.get(key);
