@@ -473,6 +473,13 @@ t.test('requests without a body', async (t) => {
   await c.call(enroll, 201, { key: k, headers: { 'content-type': 'application/json' }, raw: '' }, 'content-type JSON, zero bytes');
   await c.call(enroll, 201, { key: k, headers: { 'content-type': 'application/json; charset=utf-8' }, raw: '' }, 'with a charset, zero bytes');
   await c.call(enroll, 201, { key: k, body: {} }, '{}');
+  // zero bytes under another content type is no body either (curl -X POST -d '' sends a form type)
+  await c.call(enroll, 201, { key: k, headers: { 'content-type': 'application/x-www-form-urlencoded' }, raw: '' }, 'a form content type, zero bytes');
+  await c.call(enroll, 201, { key: k, headers: { 'content-type': 'text/plain' }, raw: '' }, 'text/plain, zero bytes');
+  await c.call(enroll, 415, { key: k, headers: { 'content-type': 'text/plain' }, raw: '{}' }, 'text/plain with bytes');
+  const formSignup = await c.call('POST /v1/agent/account', 400, { headers: { 'content-type': 'application/x-www-form-urlencoded' }, raw: '' }, 'a form content type, zero bytes');
+  t.same(((formSignup.body['error'] as Json)['details'] as Json)['missing'], ['orgName', 'agentName'], 'a required body left out names its fields whatever the content type');
+  await c.call('POST /mcp', 415, { key: k, headers: { 'content-type': 'text/plain', accept: 'application/json, text/event-stream' }, raw: '' }, 'a JSON-RPC message is never optional');
   await c.call('POST /v1/webhooks/trigger-mock-event', 409, { key: keys.other, headers: { 'content-type': 'application/json' }, raw: '' }, 'zero bytes: handled, then 409 for want of a receiver');
   // routes that take no body at all do not mind an empty JSON one
   const revoke = 'POST /v1/connections/{connection_id}/revoke';
