@@ -301,6 +301,16 @@ t.test('listings are free, so each organization lists its files one listing at a
   t.equal((late as ApiError).details?.['reason'], 'listing_busy');
   t.equal((late as ApiError).headers?.['Retry-After'], '1');
   t.equal(srv.seen.length, 2);
+  // stopped while waiting (a revocation): it answers at once, not at its deadline
+  const stop = new AbortController();
+  const waiting = describe(c, ['read:slow'], { secret: '', options, orgId: 'org_a', signal: stop.signal }).catch((e: unknown) => e);
+  await settle();
+  const stoppedAt = Date.now();
+  stop.abort(new Error('revoked'));
+  const stopped = await waiting;
+  t.ok(Date.now() - stoppedAt < 1000, 'the stopped listing answered at once');
+  t.equal((stopped as ApiError).details?.['reason'], 'listing_busy');
+  t.equal(srv.seen.length, 2, 'and fetched nothing');
 
   letGo();
   held = Promise.resolve();
