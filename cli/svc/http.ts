@@ -34,8 +34,19 @@ export function exitCodeForStatus(status: number): number {
   return EXIT.server;
 }
 
+/** The connection a call is about (`/v1/connections/{id}/…`), to name it in the next step; else the placeholder. */
+function connectionOf(path: string): string {
+  const m = /^\/v1\/connections\/([^/?]+)\/(?:query|schema|audit|revoke)(?:$|\?)/.exec(path);
+  if (!m?.[1]) return '<connection_id>';
+  try {
+    return decodeURIComponent(m[1]);
+  } catch {
+    return '<connection_id>';
+  }
+}
+
 /** What to do about a statement the API refused as invalid_sql, by `details.reason`. */
-function sqlStep(reason: unknown): string {
+function sqlStep(reason: unknown, conn: string): string {
   switch (reason) {
     case 'too_complex':
       return 'split the statement or simplify it (fewer nested subqueries and shorter IN lists), then retry';
@@ -46,14 +57,16 @@ function sqlStep(reason: unknown): string {
     case 'out_of_memory':
       return 'select fewer or shorter columns (e.g. left(column, 1000)) or fewer rows, then retry';
     default:
-      return "fix the statement: one read (SELECT, WITH … SELECT, VALUES or TABLE) in the source's SQL dialect, naming tables and columns as svc schema <connection_id> lists them";
+      return `fix the statement: one read (SELECT, WITH … SELECT, VALUES or TABLE) in the source's SQL dialect, naming tables and columns as svc schema ${conn} lists them`;
   }
 }
 
-function nextStep(status: number, code: string, headers: Headers, o: ClientOptions, details: unknown): string {
+function nextStep(status: number, code: string, headers: Headers, o: ClientOptions, details: unknown, path: string): string {
+  const reason = details && typeof details === 'object' ? (details as Record<string, unknown>)['reason'] : undefined;
+  const conn = connectionOf(path);
   switch (code) {
     case 'invalid_sql':
-      return sqlStep(details && typeof details === 'object' ? (details as Record<string, unknown>)['reason'] : undefined);
+      return sqlStep(reason, conn);
     case 'unauthorized':
       return `set SVC_API_KEY to your agent key (svc_conn_…) or run: svc signup --org <name> --agent <name>  (key looked up in ${o.keySource})`;
     case 'payment_required':
@@ -62,7 +75,9 @@ function nextStep(status: number, code: string, headers: Headers, o: ClientOptio
     case 'connection_revoked':
       return 'open a new connection: svc connect <target_id> --scope <scope>';
     case 'scope_violation':
-      return 'read only the tables in the connection scopes (svc connection <id> shows them), or open a connection with wider scopes';
+      return reason === 'table_not_in_scope' || reason === 'unknown_table'
+        ? `read only the tables this connection may read (svc schema ${conn} lists them with their columns), or open a connection with wider scopes`
+        : `read only the tables in the connection scopes (svc connection ${conn === '<connection_id>' ? '<id>' : conn} shows them), or open a connection with wider scopes`;
     case 'invalid_scope':
       return 'see the scope grammar: svc target <target_id>';
     case 'not_found':
@@ -117,7 +132,7 @@ export async function request(o: ClientOptions, call: ApiCall): Promise<ApiResul
     const e = (r.body as { error?: { code?: unknown; message?: unknown; details?: unknown } } | undefined)?.error;
     const code = typeof e?.code === 'string' ? e.code : `http_${r.status}`;
     const message = typeof e?.message === 'string' ? e.message : r.text.slice(0, 300);
-    const next = nextStep(r.status, code, r.headers ?? new Headers(), o, e?.details);
+    const next = nextStep(r.status, code, r.headers ?? new Headers(), o, e?.details, call.path);
     throw new CliFailure(exitCodeForStatus(r.status), `${code} (HTTP ${r.status}): ${message}${next ? `\nnext: ${next}` : ''}`, r.body);
   }
   return r;

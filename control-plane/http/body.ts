@@ -1,7 +1,8 @@
 /**
  * Requests without a body. A POST whose route declares its JSON body optional may be sent with
  * no body at all (no content-type, or `Content-Type: application/json` with nothing after it):
- * it is handled as `{}`. A route whose body is required, sent without one, is answered with the
+ * it is handled as `{}`. A route that takes no body accepts none or `{}`, and refuses anything
+ * else (a field it would ignore is an unknown field). A route whose body is required, sent without one, is answered with the
  * fields it needs (`400 invalid_request`, `details.missing`), as is an object body missing some
  * of them; a body that is not an object (`null`, an array, a number) is refused as such.
  */
@@ -44,6 +45,7 @@ export function emptyBodyIsAbsent(req: FastifyRequest): boolean {
 
 /** The body as the route's validation should see it, or the error that answers the request. */
 export function settleBody(declared: DeclaredBody, body: unknown): { body: unknown } | { error: ApiError } {
+  if (declared.kind === 'none') return noBody(body);
   if (declared.kind !== 'object') return { body };
   if (body === undefined) {
     if (declared.optional) return { body: {} };
@@ -75,10 +77,28 @@ export function settleBody(declared: DeclaredBody, body: unknown): { body: unkno
   return { body };
 }
 
+/**
+ * A route that takes no body (revoke, replay, the DELETEs) accepts none, or an empty object; a
+ * field it would ignore is refused like any unknown field (a `connection_id` sent in the body of
+ * `DELETE /v1/agent/webhook` must not quietly remove the organization's default instead).
+ */
+function noBody(body: unknown): { body: unknown } | { error: ApiError } {
+  if (body === undefined) return { body };
+  if (body !== null && typeof body === 'object' && !Array.isArray(body)) {
+    const field = Object.keys(body)[0];
+    if (field === undefined) return { body };
+    return { error: new ApiError('invalid_request', `body field ${JSON.stringify(field)} is not a known field: this operation takes no body (leave it out)`, { field, in: 'body', problem: 'is not a known field' }) };
+  }
+  return { error: new ApiError('invalid_request', `this operation takes no body, not ${kindOf(body)}: leave it out`, { field: 'body', in: 'body', problem: 'must be left out' }) };
+}
+
 /** Applies {@link settleBody} to every route before validation. */
 export function registerBodyRules(app: FastifyInstance): void {
   app.addHook('preValidation', async (req) => {
-    const settled = settleBody(declaredBody(req.routeOptions.schema), req.body);
+    // not an operation of the API (no route: the 404; the dashboard's paths, /healthz, /metrics): left to its handler
+    const schema = req.routeOptions.schema as { hide?: unknown } | undefined;
+    if (schema === undefined || schema.hide === true) return;
+    const settled = settleBody(declaredBody(schema), req.body);
     if ('error' in settled) throw settled.error;
     if (settled.body !== req.body) req.body = settled.body;
   });

@@ -154,4 +154,11 @@ export function registerJsonParser(app: FastifyInstance): void {
       done(err as Error, undefined);
     }
   });
+  // Any other content type: a request that announces zero bytes sends no body, whatever type it
+  // names (`curl -X POST -d ''` says application/x-www-form-urlencoded), so it is handled as one
+  // without a body; one with bytes is refused unread (415).
+  app.addContentTypeParser('*', (req, _payload, done) => {
+    if (req.headers['content-length'] === '0' && req.headers['transfer-encoding'] === undefined && emptyBodyIsAbsent(req)) return done(null, undefined);
+    done(new ApiError('unsupported_media_type', 'send the body as JSON with Content-Type: application/json'), undefined);
+  });
 }

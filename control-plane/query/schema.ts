@@ -61,9 +61,10 @@ export interface PostgresScopedTable {
 
 /**
  * One catalog statement for the scoped tables: every column the credential's role may select
- * (`has_column_privilege`, so a column-level grant lists only its columns), in column order,
- * with `format_type` names and the planner's row estimate. Names compare exactly, as the
- * rewritten statements quote them.
+ * (`has_column_privilege`, so a column-level grant lists only its columns) in a schema it may use
+ * (`has_schema_privilege … USAGE`: without it every query of the table is refused, whatever the
+ * table's grants), in column order, with `format_type` names and the planner's row estimate.
+ * Names compare exactly, as the rewritten statements quote them.
  */
 export function postgresCatalogSql(tables: readonly PostgresScopedTable[]): string {
   const wanted = tables.map((t) => `(${quoteLiteral(t.schema)}, ${quoteLiteral(t.table)})`).join(', ');
@@ -74,6 +75,7 @@ JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
 WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f')
   AND (n.nspname, c.relname) IN (VALUES ${wanted})
+  AND pg_catalog.has_schema_privilege(n.oid, 'USAGE')
   AND pg_catalog.has_column_privilege(c.oid, a.attnum, 'SELECT')
 ORDER BY n.nspname, c.relname, a.attnum`;
 }
@@ -81,11 +83,24 @@ ORDER BY n.nspname, c.relname, a.attnum`;
 /** Tables with stored rows, whose reltuples estimates them (-1: never analyzed). */
 const ESTIMATED = new Set(['r', 'm']);
 
+/**
+ * What a catalog answer cut by the caps (`truncated`) still says: the table its last row belongs
+ * to may have lost columns, and a scoped table not read may exist after the cut. So that table is
+ * not listed, and unread tables are not called missing: they are neither (`truncated: true` says
+ * some scoped tables were not read).
+ */
+export function unreadAfterCut(result: ReadQueryResult, keyOf: (row: Record<string, unknown>) => string): { readonly partial: string | undefined; readonly missingKnown: boolean } {
+  const last = result.rows[result.rows.length - 1];
+  return result.truncated ? { partial: last === undefined ? undefined : keyOf(last), missingKnown: false } : { partial: undefined, missingKnown: true };
+}
+
 /** The listing from the catalog statement's rows, in the order of the scopes. */
 export function postgresListing(result: ReadQueryResult, tables: readonly PostgresScopedTable[]): SchemaListing {
+  const keyOf = (r: Record<string, unknown>): string => `${String(r['schema_name'])}.${String(r['table_name'])}`;
+  const cut = unreadAfterCut(result, keyOf);
   const found = new Map<string, { columns: SchemaColumn[]; relkind: string; reltuples: number }>();
   for (const r of result.rows) {
-    const key = `${String(r['schema_name'])}.${String(r['table_name'])}`;
+    const key = keyOf(r);
     let entry = found.get(key);
     if (!entry) found.set(key, (entry = { columns: [], relkind: String(r['relkind']), reltuples: Number(r['reltuples']) }));
     entry.columns.push({ name: String(r['column_name']), type: String(r['column_type']), nullable: r['nullable'] === true });
@@ -93,9 +108,10 @@ export function postgresListing(result: ReadQueryResult, tables: readonly Postgr
   const listed: SchemaTable[] = [];
   const missing: string[] = [];
   for (const t of tables) {
-    const entry = found.get(`${t.schema}.${t.table}`);
+    const key = `${t.schema}.${t.table}`;
+    const entry = key === cut.partial ? undefined : found.get(key);
     if (!entry) {
-      missing.push(t.name);
+      if (cut.missingKnown) missing.push(t.name);
       continue;
     }
     const estimate = ESTIMATED.has(entry.relkind) && !t.filtered && Number.isFinite(entry.reltuples) && entry.reltuples >= 0 ? Math.round(entry.reltuples) : undefined;

@@ -473,9 +473,34 @@ t.test('requests without a body', async (t) => {
   await c.call(enroll, 201, { key: k, headers: { 'content-type': 'application/json' }, raw: '' }, 'content-type JSON, zero bytes');
   await c.call(enroll, 201, { key: k, headers: { 'content-type': 'application/json; charset=utf-8' }, raw: '' }, 'with a charset, zero bytes');
   await c.call(enroll, 201, { key: k, body: {} }, '{}');
+  // zero bytes under another content type is no body either (curl -X POST -d '' sends a form type)
+  await c.call(enroll, 201, { key: k, headers: { 'content-type': 'application/x-www-form-urlencoded' }, raw: '' }, 'a form content type, zero bytes');
+  await c.call(enroll, 201, { key: k, headers: { 'content-type': 'text/plain' }, raw: '' }, 'text/plain, zero bytes');
+  await c.call(enroll, 415, { key: k, headers: { 'content-type': 'text/plain' }, raw: '{}' }, 'text/plain with bytes');
+  const formSignup = await c.call('POST /v1/agent/account', 400, { headers: { 'content-type': 'application/x-www-form-urlencoded' }, raw: '' }, 'a form content type, zero bytes');
+  t.same(((formSignup.body['error'] as Json)['details'] as Json)['missing'], ['orgName', 'agentName'], 'a required body left out names its fields whatever the content type');
+  await c.call('POST /mcp', 415, { key: k, headers: { 'content-type': 'text/plain', accept: 'application/json, text/event-stream' }, raw: '' }, 'a JSON-RPC message is never optional');
   await c.call('POST /v1/webhooks/trigger-mock-event', 409, { key: keys.other, headers: { 'content-type': 'application/json' }, raw: '' }, 'zero bytes: handled, then 409 for want of a receiver');
   // routes that take no body at all do not mind an empty JSON one
-  await c.call('POST /v1/connections/{connection_id}/revoke', 200, { key: k, params: { connection_id: ids.revoked }, headers: { 'content-type': 'application/json' }, raw: '' }, 'content-type JSON, zero bytes');
+  const revoke = 'POST /v1/connections/{connection_id}/revoke';
+  await c.call(revoke, 200, { key: k, params: { connection_id: ids.revoked }, headers: { 'content-type': 'application/json' }, raw: '' }, 'content-type JSON, zero bytes');
+  await c.call(revoke, 200, { key: k, params: { connection_id: ids.revoked }, body: {} }, '{}');
+  // … but a field they would ignore is refused like any unknown field, and so is a body that is not an object
+  const extra = await c.call(revoke, 400, { key: k, params: { connection_id: ids.revoked }, body: { reason: 'done' } }, 'a field it takes no notice of');
+  t.equal((extra.body['error'] as Json)['message'], 'body field "reason" is not a known field: this operation takes no body (leave it out)');
+  t.same((extra.body['error'] as Json)['details'], { field: 'reason', in: 'body', problem: 'is not a known field' });
+  const arr = await c.call('POST /v1/webhooks/deliveries/{delivery_id}/replay', 400, { key: k, params: { delivery_id: ids.delivery }, headers: { 'content-type': 'application/json' }, raw: '[]' }, 'an array');
+  t.equal((arr.body['error'] as Json)['message'], 'this operation takes no body, not an array: leave it out');
+  // the connection belongs in the query: in the body it must not remove the organization's default instead
+  await c.call('POST /v1/agent/webhook', 200, { key: k, body: { url: 'http://127.0.0.1:9/kept' } }, 'a default to keep');
+  await c.call('DELETE /v1/agent/webhook', 400, { key: k, body: { connection_id: ids.conn } }, 'connection_id in the body');
+  const kept = await c.call('GET /v1/agent/webhook', 200, { key: k }, 'the default is still set');
+  t.match(kept.body['default'], { url: 'http://127.0.0.1:9/kept' });
+  await c.call('DELETE /v1/agent/webhook', 204, { key: k }, 'removed once asked the documented way');
+  // not operations of the API: their own answers, whatever the body
+  const post = (path: string) => fetch(srv.url + path, { method: 'POST', headers: { authorization: `Bearer ${k}`, 'content-type': 'application/json' }, body: '{"user":"x"}' });
+  t.equal((await post('/v1/auth/login')).status, 501, 'a dashboard path with a body is still 501 dashboard_only');
+  t.equal((await post('/v1/no/such/route')).status, 404, 'an unknown route with a body is still 404');
 
   // hostile bodies on an optional-body route
   const ws = await c.call(enroll, 400, { key: k, headers: { 'content-type': 'application/json' }, raw: ' \n\t ' }, 'whitespace only');

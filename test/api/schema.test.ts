@@ -68,6 +68,10 @@ t.before(async () => {
     await c.query(`CREATE ROLE ${ROLE} LOGIN PASSWORD 'reader-pw'`);
     await c.query(`GRANT USAGE ON SCHEMA reports TO ${ROLE}`);
     await c.query(`GRANT SELECT (id, note) ON orders TO ${ROLE}`);
+    // a table the role may select in a schema it may not use: every query of it is refused
+    await c.query(`CREATE SCHEMA locked`);
+    await c.query(`CREATE TABLE locked.vault (id int, secret text)`);
+    await c.query(`GRANT SELECT ON locked.vault TO ${ROLE}`);
   }
   await c.end();
   // the customer databases are on loopback: allowed only by SVC_LIVE_ALLOW_PRIVATE=1
@@ -77,6 +81,11 @@ t.teardown(async () => {
   await srv?.close();
   await dropWithRole(db, ROLE);
 });
+
+/** a second control plane whose responses hold at most 800 bytes of rows (started once, when first needed) */
+let small: TestServer | undefined;
+const smallServer = async (): Promise<TestServer> => (small ??= await startServer({ env: { SVC_LIVE_ALLOW_PRIVATE: '1' }, limits: { queryTimeoutMs: 3000, maxResultBytes: 800 } }));
+t.teardown(async () => small?.close());
 
 const schema = (key: string, conn: string) => api<SchemaBody>(srv.url, 'GET', `/v1/connections/${conn}/schema`, { key });
 const events = async (key: string, conn: string): Promise<AuditEvent[]> => (await api<{ events: AuditEvent[] }>(srv.url, 'GET', `/v1/connections/${conn}/audit`, { key })).body.events;
@@ -268,11 +277,40 @@ t.test('postgres: only the columns the credential’s role may select (real Post
   u.username = ROLE;
   u.password = 'reader-pw';
   const a = await agentWith('postgres', u.toString());
-  const conn = await openConnection(srv.url, a.key, 'postgres', ['read:orders', 'read:secrets']);
+  const conn = await openConnection(srv.url, a.key, 'postgres', ['read:orders', 'read:secrets', 'read:locked.vault']);
   const r = await schema(a.key, conn);
   t.equal(r.status, 200, r.text);
   t.same(r.body.tables, [{ name: 'public.orders', columns: [{ name: 'id', type: 'integer', nullable: false }, { name: 'note', type: 'character varying(255)', nullable: true }], row_estimate: 300 }]);
-  t.same(r.body.missing_tables, ['public.secrets'], 'a table the role cannot read is not listed');
+  t.same(r.body.missing_tables, ['public.secrets', 'locked.vault'], 'a table the role cannot read is not listed, nor one in a schema it may not use');
+  // what the listing leaves out is what a query is refused
+  const q = await api<{ error?: { message: string } }>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: 'SELECT * FROM locked.vault' } });
+  t.equal(q.status, 403, q.text);
+  t.match(q.body.error?.message, /permission denied for schema locked/);
+});
+
+t.test('postgres: a listing cut by the byte cap lists only whole tables and calls no unread table missing', async (t) => {
+  // the same database through a control plane whose responses hold at most 800 bytes of rows: the
+  // catalog answer (one row per column) is cut inside the scoped tables
+  const small = await smallServer();
+  const scopes = ['read:orders', 'read:reports.daily', 'read:secrets', 'read:nope'];
+  const whole = async (url: string): Promise<SchemaBody> => {
+    const a = await signupAgent(url);
+    const reg = await api(url, 'POST', '/v1/connections/credentials', { key: a.key, body: { connector_kind: 'postgres', secret: withSslmode(db.url) } });
+    t.equal(reg.status, 201, reg.text);
+    const conn = await openConnection(url, a.key, 'postgres', scopes);
+    const r = await api<SchemaBody>(url, 'GET', `/v1/connections/${conn}/schema`, { key: a.key });
+    t.equal(r.status, 200, r.text);
+    return r.body;
+  };
+  const full = await whole(srv.url);
+  t.equal(full.truncated, false);
+  t.same(full.missing_tables, ['public.nope']);
+  const cut = await whole(small.url);
+  t.equal(cut.truncated, true, 'the catalog answer was cut');
+  const complete = byName(full);
+  for (const table of cut.tables) t.same(table.columns, complete[table.name]?.columns, `${table.name} is listed with every column or not at all`);
+  t.ok(cut.tables.length < full.tables.length, `fewer tables listed (${cut.tables.length} of ${full.tables.length})`);
+  t.same(cut.missing_tables, [], 'no table is called missing: the ones after the cut were not read');
 });
 
 t.test('postgres: a database that cannot be reached is 503, audited', async (t) => {
@@ -373,4 +411,36 @@ t.test('mysql: information_schema of the scoped tables (MariaDB)', async (t) => 
   t.same(sr.body.missing_tables, ['user', 'db']);
   const evs = await events(a.key, conn);
   t.same([evs[0]?.type, evs[0]?.outcome], ['schema', 'ok']);
+
+  // cut by the byte cap: only whole tables, and no unread table called missing
+  const cutServer = await smallServer();
+  const ca = await signupAgent(cutServer.url);
+  t.equal((await api(cutServer.url, 'POST', '/v1/connections/credentials', { key: ca.key, body: { connector_kind: 'mysql', secret: `mysql://root@127.0.0.1:3306/${name}` } })).status, 201);
+  const cconn = await openConnection(cutServer.url, ca.key, 'mysql', ['read:orders', `read:${other}.items`, 'read:secrets']);
+  const cut = await api<SchemaBody>(cutServer.url, 'GET', `/v1/connections/${cconn}/schema`, { key: ca.key });
+  t.equal(cut.status, 200, cut.text);
+  t.equal(cut.body.truncated, true, 'the catalog answer was cut');
+  const whole = Object.fromEntries(r.body.tables.map((x) => [x.name, x.columns.length]));
+  for (const table of cut.body.tables) t.equal(table.columns.length, whole[table.name] ?? 1, `${table.name} is listed with every column or not at all`);
+  t.same(cut.body.missing_tables, [], 'no table is called missing: the ones after the cut were not read');
+
+  // a case-sensitive server (lower_case_table_names = 0) holds orders and Orders as two tables:
+  // each is listed with its own columns, once each
+  const [[caseRow]] = (await admin.query('SELECT @@lower_case_table_names AS n')) as unknown as [[{ n: number | string }]];
+  if (Number(caseRow.n) !== 0) {
+    t.skip(`two tables differing only in case need lower_case_table_names = 0 (this server: ${caseRow.n})`, () => undefined);
+    return;
+  }
+  await admin.query(`CREATE TABLE ${name}.Orders (x INT NOT NULL)`);
+  const cc = await openConnection(srv.url, a.key, 'mysql', ['read:orders', 'read:Orders']);
+  const cr = await schema(a.key, cc);
+  t.equal(cr.status, 200, cr.text);
+  t.same(
+    cr.body.tables.map((x) => [x.name, x.columns.map((c) => c.name)]),
+    [
+      ['orders', ['id', 'note', 'total', 'placed_at']],
+      ['Orders', ['x']],
+    ],
+    'each table its own columns, none twice',
+  );
 });

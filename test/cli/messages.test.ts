@@ -23,7 +23,7 @@ t.test('invalid_sql ends with a next: line that fits its reason', async (t) => {
   const syntax = await svc(['query', conn, 'SELEC class_code FROM encounters']);
   t.equal(syntax.code, 4);
   t.match(syntax.stderr, /invalid_sql \(HTTP 400\)/);
-  t.match(syntax.stderr, /\nnext: fix the statement: one read \(SELECT, WITH … SELECT, VALUES or TABLE\)[^\n]*svc schema <connection_id>/);
+  t.match(syntax.stderr, new RegExp(`\\nnext: fix the statement: one read \\(SELECT, WITH … SELECT, VALUES or TABLE\\)[^\\n]*svc schema ${conn} lists them`), 'names this connection');
 
   const complex = await svc(['query', conn, `SELECT 1 FROM encounters WHERE class_code IN (${Array.from({ length: 12_000 }, (_, i) => `'c${i}'`).join(',')})`]);
   t.equal(complex.code, 4);
@@ -33,6 +33,16 @@ t.test('invalid_sql ends with a next: line that fits its reason', async (t) => {
   const unsupported = await svc(['query', conn, 'SELECT (ARRAY[ROW(1,2)])[1]']);
   t.equal(unsupported.code, 4);
   t.match(unsupported.stderr, /\nnext: write that expression another way \(a subquery or a CTE\)/);
+});
+
+t.test('a table outside the scopes: the next: line names svc schema for this connection', async (t) => {
+  const conn = await openConnection(session.srv.url, agent.key, 'demo-healthcare', ['read:encounters']);
+  for (const table of ['claims', 'nope']) {
+    const r = await svc(['query', conn, `SELECT * FROM ${table}`]);
+    t.equal(r.code, 4);
+    t.match(r.stderr, /scope_violation \(HTTP 403\)/);
+    t.match(r.stderr, new RegExp(`\\nnext: read only the tables this connection may read \\(svc schema ${conn} lists them with their columns\\)`), `${table}: names this connection`);
+  }
 });
 
 t.test('svc target lists the columns of each table', async (t) => {

@@ -46,3 +46,22 @@ t.test('the README names the versions engines allows and the one the suite is te
   t.equal(`${m?.[1]}.0`, semver.minVersion(engines)?.version, 'the oldest version it names is the oldest engines allows');
   t.ok(semver.satisfies(`${m?.[3]}.0`, engines), `the tested version (${m?.[3]}) is one engines allows`);
 });
+
+t.test('every Node.js version the README names is one the package it is about allows', async (t) => {
+  const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+  const relay = (read('relay-agent/package.json') as { engines: { node: string } }).engines.node;
+  // the relay's own section speaks of the relay package (its own engines); the rest of this one
+  const start = readme.indexOf('\n## svc-relay');
+  const end = readme.indexOf('\n## ', start + 1);
+  t.ok(start > 0 && end > start, 'the README has its svc-relay section');
+  let named = 0;
+  for (const m of readme.matchAll(/Node\.js (\d+)\.(\d+)/g)) {
+    named++;
+    const version = `${m[1]}.${m[2]}.0`;
+    const inRelay = m.index > start && m.index < end;
+    const range = inRelay ? relay : engines;
+    const line = readme.slice(0, m.index).split('\n').length;
+    t.ok(semver.satisfies(version, range), `README line ${line}: Node.js ${m[1]}.${m[2]} is allowed by ${inRelay ? 'relay-agent/package.json' : 'package.json'} (${range})`);
+  }
+  t.ok(named >= 3, `${named} versions named`);
+});

@@ -4,12 +4,14 @@
  * (`DATABASE()`), never a system schema; names are matched as the server compares them
  * (`@@lower_case_table_names`: 0 exactly, else folding case), whatever collation
  * `information_schema` compares with. `information_schema` shows only what the credential's user
- * has a privilege on, so a column it cannot read is not listed.
+ * has a privilege on, so a column it cannot read is not listed. A column is joined to its own
+ * table byte for byte: `information_schema` compares names case-insensitively on MariaDB, so
+ * `orders` and `Orders` (two tables on a case-sensitive server) would each get the other's columns.
  */
 import type { ParsedScopes } from '../../catalogue/index.js';
 import type { ReadQueryResult } from '../../embedded/index.js';
 import { ApiError } from '../../errors.js';
-import type { SchemaColumn, SchemaListing, SchemaTable } from '../../query/schema.js';
+import { unreadAfterCut, type SchemaColumn, type SchemaListing, type SchemaTable } from '../../query/schema.js';
 import { isMysqlSystemSchema, MYSQL_SYSTEM_SCHEMAS, mysqlPolicy, nameCaseOf } from './policy.js';
 
 export interface MysqlScopedTable {
@@ -35,21 +37,24 @@ function literal(name: string): string {
 }
 
 export function mysqlCatalogSql(tables: readonly MysqlScopedTable[]): string {
-  const inList = (names: readonly string[]): string => names.map(literal).join(', ');
+  // one equality per name, never an IN list: MariaDB reads `TABLE_NAME IN ('orders', 'Orders')`
+  // (values equal in information_schema's case-insensitive collation) as a lookup of the first
+  // name's table alone, so on a case-sensitive server `Orders` would never be found
+  const anyOf = (names: readonly string[]): string => `(${names.map((n) => `c.TABLE_NAME = ${literal(n)}`).join(' OR ')})`;
   const bySchema = new Map<string | null, string[]>();
   for (const t of tables) bySchema.set(t.schema, [...(bySchema.get(t.schema) ?? []), t.table]);
   const systems = [...MYSQL_SYSTEM_SCHEMAS].map(literal).join(', ');
   const where = [...bySchema]
     .map(([schema, names]) =>
       schema === null
-        ? `(c.TABLE_SCHEMA = DATABASE() AND LOWER(DATABASE()) NOT IN (${systems}) AND c.TABLE_NAME IN (${inList(names)}))`
-        : `(c.TABLE_SCHEMA = ${literal(schema)} AND c.TABLE_NAME IN (${inList(names)}))`,
+        ? `(c.TABLE_SCHEMA = DATABASE() AND LOWER(DATABASE()) NOT IN (${systems}) AND ${anyOf(names)})`
+        : `(c.TABLE_SCHEMA = ${literal(schema)} AND ${anyOf(names)})`,
     )
     .join(' OR ');
   return `SELECT c.TABLE_SCHEMA AS schema_name, c.TABLE_NAME AS table_name, c.COLUMN_NAME AS column_name, c.COLUMN_TYPE AS column_type,
   c.IS_NULLABLE AS is_nullable, t.TABLE_TYPE AS table_type, t.TABLE_ROWS AS table_rows, DATABASE() AS current_database, @@lower_case_table_names AS name_case
 FROM information_schema.COLUMNS c
-JOIN information_schema.TABLES t ON t.TABLE_SCHEMA = c.TABLE_SCHEMA AND t.TABLE_NAME = c.TABLE_NAME
+JOIN information_schema.TABLES t ON BINARY t.TABLE_SCHEMA = BINARY c.TABLE_SCHEMA AND BINARY t.TABLE_NAME = BINARY c.TABLE_NAME
 WHERE ${where}
 ORDER BY c.TABLE_SCHEMA, c.TABLE_NAME, c.ORDINAL_POSITION`;
 }
@@ -60,9 +65,11 @@ export function mysqlListing(result: ReadQueryResult, tables: readonly MysqlScop
   const current = first?.['current_database'];
   const database = typeof current === 'string' && !isMysqlSystemSchema(current) ? current : null;
   const norm = (s: string): string => (fold ? s.toLowerCase() : s);
+  const keyOf = (r: Record<string, unknown>): string => `${norm(String(r['schema_name']))}.${norm(String(r['table_name']))}`;
+  const cut = unreadAfterCut(result, keyOf);
   const found = new Map<string, { columns: SchemaColumn[]; estimate: number | undefined }>();
   for (const r of result.rows) {
-    const key = `${norm(String(r['schema_name']))}.${norm(String(r['table_name']))}`;
+    const key = keyOf(r);
     let entry = found.get(key);
     if (!entry) {
       const rows = r['table_rows'] === null || r['table_rows'] === undefined ? NaN : Number(r['table_rows']);
@@ -76,9 +83,10 @@ export function mysqlListing(result: ReadQueryResult, tables: readonly MysqlScop
   for (const t of tables) {
     const schema = t.schema ?? database;
     const key = schema === null ? undefined : `${norm(schema)}.${norm(t.table)}`;
-    const entry = key === undefined ? undefined : found.get(key);
+    const entry = key === undefined || key === cut.partial ? undefined : found.get(key);
     if (key === undefined || !entry) {
-      missing.push(t.name);
+      // an unqualified scope under a system-schema database is known missing, cut or not
+      if (cut.missingKnown || (key === undefined && first !== undefined)) missing.push(t.name);
       continue;
     }
     const known = byTable.get(key);

@@ -23,6 +23,7 @@ import { loadFile } from './files.js';
 import type { RequestPolicy } from './http.js';
 import type { ApiSpec } from './spec.js';
 import { definedTable, type SchemaListing } from '../../query/schema.js';
+import { FairGate } from '../../demo/gate.js';
 
 export { nextLink } from './apis/github.js';
 export { parseCsv, CsvError } from './csv.js';
@@ -255,9 +256,54 @@ function discover(sqlText: string, schema: string, physical: string, initial: Re
   return { policy, checked: checkAndRewrite(sqlText, policy) };
 }
 
+/** A file listing that waited its whole deadline for its organization's turn. */
+function listingBusy(): ApiError {
+  return new ApiError(
+    'rate_limited',
+    "another listing of this organization's files was still reading them when this one's deadline came; nothing was fetched: retry when it finishes",
+    { reason: 'listing_busy', retry_after_seconds: 1 },
+    { 'Retry-After': '1' },
+  );
+}
+
+/**
+ * A place among the file listings running (`listings`, one per organization), waited for until
+ * `signal` aborts (the deadline, a revocation, the shutdown): then `listing_busy`, and a place
+ * granted later is given back at once.
+ */
+function admitted(listings: FairGate, orgId: string, signal: AbortSignal, deadline: number): Promise<() => void> {
+  const waiting = listings.acquire(orgId, Math.max(0, deadline - Date.now()));
+  return new Promise((resolve, reject) => {
+    let done = false;
+    const onAbort = (): void => {
+      done = true;
+      reject(listingBusy());
+    };
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+    waiting.then(
+      (release) => {
+        signal.removeEventListener('abort', onAbort);
+        if (done) return release();
+        done = true;
+        resolve(release);
+      },
+      () => {
+        signal.removeEventListener('abort', onAbort);
+        if (!done) reject(listingBusy());
+        done = true;
+      },
+    );
+  });
+}
+
 function filesConnector(config: RestConfig, engines: () => EnginePool): LiveConnector {
   const schema = schemaOf('http-files');
   const maxBytes = config.httpFilesMaxBytes ?? DEFAULT_FILE_BYTES;
+  // A listing is free, so it must not be a way to make the control plane download and parse
+  // files without bound: one organization lists its files one listing at a time, and at most as
+  // many listings run at once as query engines may (each holds up to twice the file limit).
+  const listings = new FairGate(config.maxEngines ?? 4, 1);
   /** How `count` files read at once are fetched. */
   const filePolicy = (count: number, signal: AbortSignal, deadline: number): RequestPolicy => {
     // the files one statement reads hold at most twice what one file may, together: each of them
@@ -303,9 +349,15 @@ function filesConnector(config: RestConfig, engines: () => EnginePool): LiveConn
       const files = fileSpecs(ctx.credential.options);
       const wanted = files.filter((f) => read === 'all' || read.has(f.table));
       const missing = read === 'all' ? [] : [...read].filter((name) => !files.some((f) => f.table === name)).sort();
-      const policy = filePolicy(wanted.length, signal, deadline);
-      const loaded = await settleAll(wanted.map((f) => loadFile(f, ctx.credential.secret, policy, ctx.limits.maxRows)));
-      return { tables: wanted.map((f, i) => definedTable(f.table, loaded[i]?.columns ?? [], () => true)), missing, truncated: false };
+      if (wanted.length === 0) return { tables: [], missing, truncated: false };
+      const release = await admitted(listings, ctx.orgId, signal, deadline);
+      try {
+        const policy = filePolicy(wanted.length, signal, deadline);
+        const loaded = await settleAll(wanted.map((f) => loadFile(f, ctx.credential.secret, policy, ctx.limits.maxRows)));
+        return { tables: wanted.map((f, i) => definedTable(f.table, loaded[i]?.columns ?? [], () => true)), missing, truncated: false };
+      } finally {
+        release();
+      }
     },
     async run(q: PreparedLiveQuery, ctx: LiveRunContext): Promise<ReadQueryResult> {
       const { signal, deadline } = runSignal(ctx);

@@ -263,3 +263,57 @@ t.test('the files one statement reads share a byte budget of twice the per-file 
   t.equal((three as ApiError).details?.['reason'], 'file_too_large');
   t.match((three as ApiError).message, /its share of the 80000 bytes the 3 files of one statement may hold together/);
 });
+
+t.test('listings are free, so each organization lists its files one listing at a time (and a few run at once in all)', async (t) => {
+  // the file server holds every answer until the test lets it go
+  let letGo: () => void = () => undefined;
+  let held = new Promise<void>((r) => (letGo = r));
+  const srv = await provider(async (_req, res) => {
+    await held;
+    res.writeHead(200, { 'content-type': 'text/csv' });
+    res.end('a,b\n1,x\n');
+  }, { key: cert.keyPem, cert: cert.certPem });
+  t.teardown(() => srv.close());
+  const c = connector('http-files', { ca: ca.certPem, httpFilesAllowPrivate: true, maxEngines: 2 });
+  const options = { files: [{ table: 'slow', url: `${srv.base}/slow.csv` }] };
+  const seen = async (n: number): Promise<void> => {
+    for (let i = 0; i < 100 && srv.seen.length < n; i++) await new Promise((r) => setTimeout(r, 20));
+  };
+  const settle = () => new Promise((r) => setTimeout(r, 300));
+
+  const first = describe(c, ['read:slow'], { secret: '', options, orgId: 'org_a' });
+  await seen(1);
+  const second = describe(c, ['read:slow'], { secret: '', options, orgId: 'org_a' });
+  await settle();
+  t.equal(srv.seen.length, 1, 'a second listing of the same organization waits: nothing fetched for it yet');
+
+  const other = describe(c, ['read:slow'], { secret: '', options, orgId: 'org_b' });
+  await seen(2);
+  t.equal(srv.seen.length, 2, 'another organization is not held up');
+  const third = describe(c, ['read:slow'], { secret: '', options, orgId: 'org_c' });
+  await settle();
+  t.equal(srv.seen.length, 2, 'at most maxEngines listings run at once in all');
+
+  // past its deadline a waiting listing is refused with when to retry, having fetched nothing
+  const late = await describe(c, ['read:slow'], { secret: '', options, orgId: 'org_a', timeoutMs: 200 }).catch((e: unknown) => e);
+  t.ok(late instanceof ApiError);
+  t.equal((late as ApiError).code, 'rate_limited');
+  t.equal((late as ApiError).details?.['reason'], 'listing_busy');
+  t.equal((late as ApiError).headers?.['Retry-After'], '1');
+  t.equal(srv.seen.length, 2);
+  // stopped while waiting (a revocation): it answers at once, not at its deadline
+  const stop = new AbortController();
+  const waiting = describe(c, ['read:slow'], { secret: '', options, orgId: 'org_a', signal: stop.signal }).catch((e: unknown) => e);
+  await settle();
+  const stoppedAt = Date.now();
+  stop.abort(new Error('revoked'));
+  const stopped = await waiting;
+  t.ok(Date.now() - stoppedAt < 1000, 'the stopped listing answered at once');
+  t.equal((stopped as ApiError).details?.['reason'], 'listing_busy');
+  t.equal(srv.seen.length, 2, 'and fetched nothing');
+
+  letGo();
+  held = Promise.resolve();
+  for (const listing of await Promise.all([first, second, other, third])) t.same(listing.tables.map((x) => [x.name, x.columns.map((col) => col.name)]), [['slow', ['a', 'b']]]);
+  t.equal(srv.seen.length, 4, 'the waiting listings ran once the first ones finished');
+});

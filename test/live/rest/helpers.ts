@@ -83,12 +83,14 @@ export interface RunOptions {
   readonly maxBytes?: number;
   readonly timeoutMs?: number;
   readonly signal?: AbortSignal;
+  /** the organization (default org_test) */
+  readonly orgId?: string;
 }
 
 /** the context the query path gives a connector */
 function runContext(c: LiveConnector, scopes: ParsedScopes, o: RunOptions): LiveRunContext {
   return {
-    orgId: 'org_test',
+    orgId: o.orgId ?? 'org_test',
     connectionId: 'con_test',
     scopes,
     credential: { kind: c.credentialKind, secret: o.secret, options: o.options ?? {} },
