@@ -2,7 +2,8 @@
  * A WebSocket (the `ws` package's, or anything shaped like it) as the session's transport: one
  * frame per binary message; text messages are refused; messages that arrive before the session
  * subscribes are kept for it; an unresponsive peer (close code 4000) is terminated rather than
- * waited for; the sends of one tick are corked into one write on the socket. Structurally typed, so protocol/ imports nothing but Node built-ins.
+ * waited for; the sends of one tick are corked into one write on the socket. Structurally
+ * typed, so protocol/ imports nothing but Node built-ins.
  */
 import { CloseCode } from './errors.js';
 import type { Transport } from './transport.js';
