@@ -139,6 +139,26 @@ async function memoryOf(pid: number): Promise<{ hwm: number; rss: number }> {
   return { hwm: kb('VmHWM') / 1024, rss: kb('VmRSS') / 1024 };
 }
 
+/** The highest RSS of a process, sampled every 100 ms until `stop()` (which samples once more). */
+function rssSampler(pid: number, start: number): { stop(): Promise<number> } {
+  let max = start;
+  const timer = setInterval(() => {
+    void memoryOf(pid).then(
+      (m) => (max = Math.max(max, m.rss)),
+      () => undefined,
+    );
+  }, 100);
+  return {
+    async stop() {
+      clearInterval(timer);
+      return Math.max(max, (await memoryOf(pid)).rss);
+    },
+  };
+}
+
+/** A result of `rows` rows of 200 value bytes each (an int and a 196-character text). */
+const bigResultSql = (rows: number): string => `SELECT g, repeat(md5(g::text), 6) || left(md5(g::text), 4) AS pad FROM generate_series(1, ${rows}) g`;
+
 // ------------------------------------------------------------------ HTTP client (keep-alive, no fetch overhead)
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
@@ -357,15 +377,9 @@ async function main(): Promise<void> {
 
   // large result: ~largeMb MB of values, 200 value bytes a row (an int and a 196-character text)
   const largeRows = Math.round((largeMb * 1024 * 1024) / 204);
-  const largeSql = `SELECT g, repeat(md5(g::text), 6) || left(md5(g::text), 4) AS pad FROM generate_series(1, ${largeRows}) g`;
+  const largeSql = bigResultSql(largeRows);
   const memBefore = await memoryOf(relayPid);
-  let relayRssMax = memBefore.rss;
-  const sampler = setInterval(() => {
-    void memoryOf(relayPid).then(
-      (m) => (relayRssMax = Math.max(relayRssMax, m.rss)),
-      () => undefined,
-    );
-  }, 100);
+  const sampler = rssSampler(relayPid, memBefore.rss);
 
   interface Read {
     readonly bytes: number;
@@ -392,17 +406,22 @@ async function main(): Promise<void> {
     }
     return { bytes, rows, s: (performance.now() - t0) / 1000 };
   };
-  const largeTunnel = async (): Promise<Read> => {
+  /** a result read over the tunnel, at most `mbPerSecond` MB/s when given (a slow consumer) */
+  const readTunnel = async (sql: string, expectedRows: number, mbPerSecond?: number): Promise<Read> => {
     const t0 = performance.now();
     let bytes = 0;
     let rows = 0;
-    for await (const ev of session().openStream(open(largeSql, largeRows + 1, 4 * 1024 * 1024 * 1024))) {
+    for await (const ev of session().openStream(open(sql, expectedRows + 1, 4 * 1024 * 1024 * 1024))) {
       if (ev.type !== 'rows') continue;
       for (const row of ev.rows) bytes += rowBytes(row as readonly Value[]);
       rows += ev.rows.length;
+      if (mbPerSecond === undefined) continue;
+      const ahead = bytes / (mbPerSecond * 1024 * 1024) - (performance.now() - t0) / 1000;
+      if (ahead > 0.005) await new Promise((r) => setTimeout(r, ahead * 1000));
     }
     return { bytes, rows, s: (performance.now() - t0) / 1000 };
   };
+  const largeTunnel = (): Promise<Read> => readTunnel(largeSql, largeRows);
   const mbs = (x: Read) => x.bytes / 1024 / 1024 / x.s;
   const large: { direct: Read; tunnel: Read }[] = [];
   for (let round = 0; round < ROUNDS; round++) {
@@ -413,7 +432,7 @@ async function main(): Promise<void> {
     check(pair.direct.rows === largeRows && pair.tunnel.rows === largeRows && pair.direct.bytes === pair.tunnel.bytes, `large: direct ${pair.direct.rows} rows ${pair.direct.bytes} B, tunnel ${pair.tunnel.rows} rows ${pair.tunnel.bytes} B`);
     large.push(pair);
   }
-  clearInterval(sampler);
+  const relayRssMax = await sampler.stop();
   const mem = await memoryOf(rig.relay.child.pid ?? 0);
 
   // a huge result to a slow consumer (read at most SLOW_MBS MB/s): the relay must hold the
@@ -422,29 +441,12 @@ async function main(): Promise<void> {
   let huge: { rows: number; bytes: number; s: number; rssMax: number; rssStart: number } | null = null;
   if (hugeMb > 0) {
     const hugeRows = Math.round((hugeMb * 1024 * 1024) / 204);
-    const hugeSql = `SELECT g, repeat(md5(g::text), 6) || left(md5(g::text), 4) AS pad FROM generate_series(1, ${hugeRows}) g`;
     const rssStart = (await memoryOf(relayPid)).rss;
-    let rssMax = rssStart;
-    const hugeSampler = setInterval(() => {
-      void memoryOf(relayPid).then(
-        (m) => (rssMax = Math.max(rssMax, m.rss)),
-        () => undefined,
-      );
-    }, 100);
-    const t0 = performance.now();
-    let bytes = 0;
-    let rows = 0;
-    for await (const ev of session().openStream(open(hugeSql, hugeRows + 1, 4 * 1024 * 1024 * 1024))) {
-      if (ev.type !== 'rows') continue;
-      for (const row of ev.rows) bytes += rowBytes(row as readonly Value[]);
-      rows += ev.rows.length;
-      const ahead = bytes / (SLOW_MBS * 1024 * 1024) - (performance.now() - t0) / 1000;
-      if (ahead > 0.005) await new Promise((r) => setTimeout(r, ahead * 1000));
-    }
-    clearInterval(hugeSampler);
-    rssMax = Math.max(rssMax, (await memoryOf(relayPid)).rss);
-    check(rows === hugeRows, `huge: ${rows} of ${hugeRows} rows`);
-    huge = { rows, bytes, s: (performance.now() - t0) / 1000, rssMax, rssStart };
+    const hugeSampler = rssSampler(relayPid, rssStart);
+    const read = await readTunnel(bigResultSql(hugeRows), hugeRows, SLOW_MBS);
+    const rssMax = await hugeSampler.stop();
+    check(read.rows === hugeRows, `huge: ${read.rows} of ${hugeRows} rows`);
+    huge = { ...read, rssMax, rssStart };
   }
   await direct.end();
   await tearDown(rig);
