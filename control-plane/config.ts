@@ -1,5 +1,5 @@
 /**
- * Configuration, read from the environment and validated once at start-up (CONTRACT.md "Running it").
+ * Configuration, read from the environment and validated once at start-up (docs/configuration.md).
  * Every problem is reported at once, with the variable's name, before anything listens.
  */
 import path from 'node:path';

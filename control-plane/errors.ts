@@ -1,5 +1,5 @@
 /**
- * One registry of the API's error codes (CONTRACT.md "Errors"), and the error type every module
+ * One registry of the API's error codes (docs/api.md, "Errors"), and the error type every module
  * throws when a request must fail with one of them. The HTTP error handler is the only place that
  * turns these into responses.
  */

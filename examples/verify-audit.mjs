@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Verify an svc audit export offline: node verify-audit.mjs <export.jsonl | -> [audit_genesis_hash]
 // Needs nothing but Node.js, and runs from any directory (the export's path is taken relative to
-// the current one; - reads it from standard input). Implements the algorithm published in the README.
+// the current one; - reads it from standard input). Implements the algorithm published in docs/audit.md.
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 

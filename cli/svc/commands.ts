@@ -98,7 +98,7 @@ function tablesText(tables: readonly Obj[]): string {
 }
 
 /**
- * Verify an export offline with the published algorithm (README; control-plane/audit/chain.ts):
+ * Verify an export offline with the published algorithm (docs/audit.md; control-plane/audit/chain.ts):
  * the first event links to `genesis` (default: its own prev_hash), each next one to the previous.
  */
 export function verifyExport(text: string, genesis?: string): VerifyResult & { head: string | null } {

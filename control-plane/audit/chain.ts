@@ -1,6 +1,6 @@
 /**
- * The audit chain (CONTRACT.md "Audit chain"), pure: canonical JSON (RFC 8785), the genesis hash,
- * event hashes, and verification of a sequence of events. The README publishes the same algorithm.
+ * The audit chain (docs/audit.md), pure: canonical JSON (RFC 8785), the genesis hash,
+ * event hashes, and verification of a sequence of events. docs/audit.md publishes the same algorithm.
  */
 import { createHash } from 'node:crypto';
 

@@ -1,5 +1,5 @@
 /**
- * Metering and billing (CONTRACT.md "Accounts, keys, billing"). Money is kept in exact integer
+ * Metering and billing (docs/billing.md). Money is kept in exact integer
  * nanocents (1 cent = 10^9 nc): a query costs 0.5 cents = 5·10^8 nc and each byte of egress
  * 8 nc (8 cents per 10^9 bytes). A query is admitted by reserving its price atomically from the
  * trial or from the wallet (one UPDATE with its condition in the WHERE clause), so concurrent

@@ -1,5 +1,5 @@
 /**
- * The 8 live targets (CONTRACT.md "Catalogue"), each queryable through its connector
+ * The 8 live targets (docs/credentials-and-live-targets.md), each queryable through its connector
  * (control-plane/live/). The API targets' tables and columns are read from the declarative REST
  * specs (live/rest/apis/index.ts, a leaf that loads no connector code), so the catalogue shows
  * exactly the columns a query gets.

@@ -1,5 +1,5 @@
 /**
- * Scope grammar and parsing (CONTRACT.md "Catalogue"): `read:<table>` / `read:*`,
+ * Scope grammar and parsing (docs/scopes-and-queries.md): `read:<table>` / `read:*`,
  * `period:<YYYY>` / `period:<YYYY>-Q<1-4>` / `period:<YYYY>-<MM>` (half-open UTC intervals), and
  * the target's own scopes (e.g. `relay:<relay_id>`).
  */

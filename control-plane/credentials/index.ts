@@ -1,5 +1,5 @@
 /**
- * Bring-your-own credentials (CONTRACT.md "Credentials"): one per connector kind per
+ * Bring-your-own credentials (docs/credentials-and-live-targets.md): one per connector kind per
  * organization, posting again replaces it. The secret and its options are sealed together with
  * AES-256-GCM under the current master key (the key id is kept with the ciphertext, so earlier
  * keys listed in SVC_MASTER_KEY_PREVIOUS still open what they sealed), bound to the row's

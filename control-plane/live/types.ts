@@ -34,7 +34,7 @@ export interface PreparedLiveQuery {
 }
 
 /**
- * The decrypted credential of a kind (CONTRACT.md "Credentials": `secret` is the connection URL
+ * The decrypted credential of a kind (docs/decisions.md, "Secrets are sealed and never leave": `secret` is the connection URL
  * for databases, the API key or token for APIs; `options` are the kind's non-secret settings).
  * Never log it.
  */
@@ -79,7 +79,7 @@ export interface LiveRunContext {
 export interface LiveConnector {
   /** catalogue target id, e.g. `postgres`, `mysql`, `stripe` */
   readonly targetId: string;
-  /** the credential kind it needs (CONTRACT.md "Catalogue") */
+  /** the credential kind it needs (docs/credentials-and-live-targets.md: the kind of the same name) */
   readonly credentialKind: string;
   /**
    * Parse, check and rewrite the agent's statement for these scopes. Throws SqlPolicyError

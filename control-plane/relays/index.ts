@@ -1,5 +1,5 @@
 /**
- * The relay lifecycle (spec "Relays" + CONTRACT.md): single-use enrollment tokens (hashed at
+ * The relay lifecycle (docs/relay.md, docs/api.md): single-use enrollment tokens (hashed at
  * rest), registration of a relay from a token and a CSR (the key never leaves the relay's
  * machine), renewal and rotation with an overlap window, deletion (every certificate revoked),
  * and the revocation check the tunnel listener runs at every handshake. Every lifecycle event is

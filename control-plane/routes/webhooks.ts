@@ -1,5 +1,5 @@
 /**
- * Webhooks (CONTRACT.md "Webhooks"): receiver configuration, delivery history and replay, the
+ * Webhooks (docs/webhooks.md): receiver configuration, delivery history and replay, the
  * mock-event trigger and the sandbox chaos profile.
  */
 import { Type } from 'typebox';

@@ -33,7 +33,7 @@ t.test('an intact chain verifies; the export checks offline with the published a
   const lines = res.text.trim().split('\n');
   t.equal(lines.length, 5);
 
-  // independent implementation of CONTRACT.md's algorithm (RFC 8785 for our plain JSON values)
+  // independent implementation of the algorithm docs/audit.md publishes (RFC 8785 for our plain JSON values)
   const canon = (v: unknown): string =>
     v === null || typeof v !== 'object'
       ? JSON.stringify(v)

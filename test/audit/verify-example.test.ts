@@ -1,7 +1,7 @@
 /**
- * examples/verify-audit.mjs, the README's offline verifier, run as a user would: by its path from
+ * examples/verify-audit.mjs, the offline verifier of docs/audit.md, run as a user would: by its path from
  * a directory outside the repository, copied elsewhere, and reading standard input, on a real
- * export from a real server. The README shows the whole script: the copy there is the file.
+ * export from a real server. docs/audit.md shows the whole script: the copy there is the file.
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
@@ -78,10 +78,10 @@ t.test('the example verifies a real export from any directory', async (t) => {
   t.match(usage.stderr, /^usage: node verify-audit\.mjs <export\.jsonl \| -> \[audit_genesis_hash\]/);
 });
 
-t.test('the README shows the script as it is', async (t) => {
-  const readme = await fs.readFile(path.join(ROOT, 'README.md'), 'utf8');
+t.test('docs/audit.md shows the script as it is', async (t) => {
+  const readme = await fs.readFile(path.join(ROOT, 'docs/audit.md'), 'utf8');
   const shown = /The whole offline\s+verifier, in `examples\/verify-audit\.mjs`[^`]*?(?:`[^`]*`[^`]*?)*:\n\n```js\n([\s\S]*?)```/.exec(readme)?.[1];
-  t.ok(shown, 'the README has the verifier');
+  t.ok(shown, 'docs/audit.md has the verifier');
   const file = await fs.readFile(SCRIPT, 'utf8');
   t.equal(file.replace(/^(#!.*|\/\/.*)\n/gm, ''), shown, 'the file without its header comments');
 });

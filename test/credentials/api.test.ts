@@ -1,5 +1,5 @@
 /**
- * The credential endpoints (CONTRACT.md "Credentials"): kinds, register (validated per kind,
+ * The credential endpoints (docs/credentials-and-live-targets.md): kinds, register (validated per kind,
  * replaced on a second POST), list (metadata only), delete; and the checks at connection open.
  */
 import fs from 'node:fs/promises';

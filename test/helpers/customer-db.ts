@@ -1,7 +1,7 @@
 /**
  * The customer database for relay tests: a fresh database on the real PostgreSQL at
  * TEST_DATABASE_URL when it answers, otherwise an embedded PGlite over the PostgreSQL wire
- * protocol (CONTRACT.md). SVC_TEST_FORCE_PGLITE=1 forces the PGlite fallback.
+ * protocol (docs/decisions.md, "Tests speak the real protocols"). SVC_TEST_FORCE_PGLITE=1 forces the PGlite fallback.
  * The implementation is shared with the benchmarks (bench/customer-db.ts); read its header for
  * what the PGlite fallback can and cannot do (`concurrent`, `cancelAtDatabase`, `maxConnections`).
  */

@@ -1,7 +1,7 @@
 /**
- * The specification's endpoint tables ("Endpoints with shapes", "Endpoints with purpose only",
- * and the delivery list/replay paths CONTRACT.md names), each mapped to the `svc` CLI command and
- * the MCP tool that perform it. test/mcp/surfaces.test.ts checks every entry on all three surfaces.
+ * The API's agent operations (docs/api.md; the webhook delivery list and replay paths included,
+ * docs/decisions.md "Every agent operation on three surfaces"), each mapped to the `svc` CLI
+ * command and the MCP tool that perform it. test/mcp/surfaces.test.ts checks every entry on all three surfaces.
  */
 export interface SpecEndpoint {
   readonly method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
@@ -43,7 +43,7 @@ export const SPEC_ENDPOINTS: readonly SpecEndpoint[] = [
   { method: 'DELETE', path: '/v1/relays/{relay_id}', bin: 'svc', cli: ['relay', 'delete'], mcp: 'delete_relay' },
   // the schema listing, which an agent needs before it can write a query on a database target
   { method: 'GET', path: '/v1/connections/{connection_id}/schema', bin: 'svc', cli: ['schema'], mcp: 'describe_schema' },
-  // delivery list and replay: paths CONTRACT.md decides
+  // delivery list and replay (docs/webhooks.md, "Retries, failure, replay")
   { method: 'GET', path: '/v1/webhooks/deliveries', bin: 'svc', cli: ['webhook', 'deliveries'], mcp: 'list_webhook_deliveries' },
   { method: 'POST', path: '/v1/webhooks/deliveries/{delivery_id}/replay', bin: 'svc', cli: ['webhook', 'replay'], mcp: 'replay_webhook_delivery' },
 ];

@@ -1,7 +1,8 @@
 /**
  * The Node.js versions package.json's `engines` allows are the ones every installed package
- * allows (`npm ci` warns EBADENGINE otherwise), this run's Node.js is one of them, and the README
- * names them and the version the suite is tested on.
+ * allows (`npm ci` warns EBADENGINE otherwise), this run's Node.js is one of them, the README
+ * names them and the version the suite is tested on, and every version the README and docs/ name
+ * is one the package it speaks of allows (docs/relay.md speaks of the relay's own package).
  */
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
@@ -47,21 +48,23 @@ t.test('the README names the versions engines allows and the one the suite is te
   t.ok(semver.satisfies(`${m?.[3]}.0`, engines), `the tested version (${m?.[3]}) is one engines allows`);
 });
 
-t.test('every Node.js version the README names is one the package it is about allows', async (t) => {
-  const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+t.test('every Node.js version the README and docs/ name is one the package it is about allows', async (t) => {
   const relay = (read('relay-agent/package.json') as { engines: { node: string } }).engines.node;
-  // the relay's own section speaks of the relay package (its own engines); the rest of this one
-  const start = readme.indexOf('\n## svc-relay');
-  const end = readme.indexOf('\n## ', start + 1);
-  t.ok(start > 0 && end > start, 'the README has its svc-relay section');
+  // the relay's page speaks of the relay package (its own engines); the other pages of this one
+  const RELAY_PAGE = 'docs/relay.md';
+  const pages = ['README.md', ...fs.readdirSync(path.join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+  t.ok(pages.includes(RELAY_PAGE), 'the docs have the svc-relay page');
   let named = 0;
-  for (const m of readme.matchAll(/Node\.js (\d+)\.(\d+)/g)) {
-    named++;
-    const version = `${m[1]}.${m[2]}.0`;
-    const inRelay = m.index > start && m.index < end;
+  for (const page of pages) {
+    const text = fs.readFileSync(path.join(ROOT, page), 'utf8');
+    const inRelay = page === RELAY_PAGE;
     const range = inRelay ? relay : engines;
-    const line = readme.slice(0, m.index).split('\n').length;
-    t.ok(semver.satisfies(version, range), `README line ${line}: Node.js ${m[1]}.${m[2]} is allowed by ${inRelay ? 'relay-agent/package.json' : 'package.json'} (${range})`);
+    for (const m of text.matchAll(/Node\.js (\d+)\.(\d+)/g)) {
+      named++;
+      const version = `${m[1]}.${m[2]}.0`;
+      const line = text.slice(0, m.index).split('\n').length;
+      t.ok(semver.satisfies(version, range), `${page} line ${line}: Node.js ${m[1]}.${m[2]} is allowed by ${inRelay ? 'relay-agent/package.json' : 'package.json'} (${range})`);
+    }
   }
   t.ok(named >= 3, `${named} versions named`);
 });

@@ -1,5 +1,5 @@
 /**
- * The credential kinds of the REST targets (CONTRACT.md "Credentials"). Validation messages say
+ * The credential kinds of the REST targets (docs/credentials-and-live-targets.md). Validation messages say
  * what is expected and never contain the secret or any part of it.
  */
 import { ApiError } from '../../errors.js';

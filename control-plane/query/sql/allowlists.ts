@@ -1,6 +1,6 @@
 /**
  * Allow-lists of the SQL policy layer. Everything not listed here is refused; these constants
- * are exported so the README / OpenAPI description can publish them verbatim.
+ * are exported so the docs / OpenAPI description can publish them verbatim.
  */
 
 /**

@@ -1,6 +1,6 @@
 /**
  * The one error type of the SQL policy layer. `code` maps 1:1 onto the API error codes of
- * CONTRACT.md: `invalid_sql` (400, the statement does not parse) and `scope_violation` (403,
+ * docs/api.md ("Errors"): `invalid_sql` (400, the statement does not parse) and `scope_violation` (403,
  * it reaches outside the connection's scopes or is not a read).
  */
 

@@ -1,5 +1,5 @@
 /**
- * SQL policy: the first layer of scope enforcement (see DESIGN.md, "Scope enforcement in depth").
+ * SQL policy: the first layer of scope enforcement (see docs/decisions.md, "Scope enforcement in depth").
  *
  * `checkAndRewrite(sql, policy)`:
  * 1. parses the agent's SQL with the real PostgreSQL parser (libpg_query 18, WASM);
