@@ -1,5 +1,11 @@
-/** Coded errors raised by relay-agent/ (`RELAY_ERR_*`). */
+/**
+ * Coded errors raised by relay-agent/ (`RELAY_ERR_*`): the codes a relay ends a stream with
+ * (shared with the control plane: protocol/relay-contract.ts) and the relay's own.
+ */
+import { RELAY_STREAM_ERRORS } from '../protocol/relay-contract.js';
+
 export const RELAY_ERRORS = [
+  ...RELAY_STREAM_ERRORS,
   'RELAY_ERR_CONFIG_EXISTS',
   'RELAY_ERR_CONFIG_MISSING',
   'RELAY_ERR_CONFIG_INVALID',
@@ -7,13 +13,6 @@ export const RELAY_ERRORS = [
   'RELAY_ERR_REGISTER_REFUSED',
   'RELAY_ERR_BAD_RESPONSE',
   'RELAY_ERR_INVALID_ARGUMENT',
-  'RELAY_ERR_QUERY',
-  'RELAY_ERR_READ_ONLY',
-  'RELAY_ERR_MULTI_STATEMENT',
-  'RELAY_ERR_DATABASE_UNAVAILABLE',
-  'RELAY_ERR_ROW_LIMIT',
-  'RELAY_ERR_BYTE_LIMIT',
-  'RELAY_ERR_TIMEOUT',
   'RELAY_ERR_PERMANENT_REFUSAL',
   'RELAY_ERR_STATE',
   'RELAY_ERR_RENEW_FAILED',

@@ -8,7 +8,7 @@
  *  2. compiles cli/svc-relay.ts and what it imports (relay-agent/, protocol/, pki/) into a fresh
  *     relay-agent/dist/ (relay-agent/tsconfig.json; no tests, no control plane, no source maps);
  *  3. refuses when the package's version is not the relay's RELAY_AGENT_VERSION
- *     (`svc-relay/<version>` in relay-agent/agent.ts, the source), or the compiled code imports a
+ *     (`svc-relay/<version>` in relay-agent/version.ts, the source), or the compiled code imports a
  *     package that is not a dependency (or a dependency is imported by nothing);
  *  4. copies the dependencies and everything they need from the checkout's node_modules (what
  *     `npm ci` installed from the lockfile, each checked against its lockfile version) into
@@ -212,9 +212,9 @@ async function main() {
   execFileSync(process.execPath, [tsc, '-p', path.join(RELAY_DIR, 'tsconfig.json')], { stdio: 'inherit' });
 
   /** @type {{ RELAY_AGENT_VERSION: string }} */
-  const agent = await import(pathToFileURL(path.join(DIST_DIR, 'relay-agent/agent.js')).href);
-  if (agent.RELAY_AGENT_VERSION !== `svc-relay/${pkg.version}`) {
-    fail([`relay-agent/package.json's version ${pkg.version} is not RELAY_AGENT_VERSION (${agent.RELAY_AGENT_VERSION}, relay-agent/agent.ts): set the package's version to it`]);
+  const version = await import(pathToFileURL(path.join(DIST_DIR, 'relay-agent/version.js')).href);
+  if (version.RELAY_AGENT_VERSION !== `svc-relay/${pkg.version}`) {
+    fail([`relay-agent/package.json's version ${pkg.version} is not RELAY_AGENT_VERSION (${version.RELAY_AGENT_VERSION}, relay-agent/version.ts): set the package's version to it`]);
   }
   const imported = importedPackages();
   const declared = new Set(Object.keys(pkg.dependencies ?? {}));

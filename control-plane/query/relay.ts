@@ -5,6 +5,7 @@
  * customer's database.
  */
 import { ProtocolError, type QueryStream } from '../../protocol/index.js';
+import { RelayStreamError } from '../../protocol/relay-contract.js';
 import { RowCollector, uniqueColumnNames, type ColumnInfo, type ReadQueryResult } from '../embedded/index.js';
 import { ApiError } from '../errors.js';
 import type { ParsedScopes } from '../catalogue/index.js';
@@ -143,21 +144,22 @@ export async function runOnRelay(
 }
 
 /**
- * What an error the relay sent means for the agent: the relay's executor answers RELAY_ERR_*
- * codes with the database's SQLSTATE in `detail.sqlstate` (older relays sent the SQLSTATE as the
- * code itself). A statement the database rejects is the caller's error, not an unavailable relay.
+ * What an error the relay sent means for the agent: the relay's executor answers the relay
+ * contract's RELAY_ERR_* codes (protocol/relay-contract.ts) with the database's SQLSTATE in
+ * `detail.sqlstate`. A statement the database rejects is the caller's error, not an unavailable
+ * relay; any other code is the relay failing.
  */
 export function relayFailure(err: ProtocolError, relayId: string, timeoutMs: number): ApiError {
   const detail = err.detail as { sqlstate?: unknown } | null | undefined;
-  const sqlstate = typeof detail?.sqlstate === 'string' ? detail.sqlstate : /^[0-9A-Z]{5}$/.test(err.code) ? err.code : undefined;
-  if (err.code === 'RELAY_ERR_TIMEOUT' || sqlstate === '57014') {
+  const sqlstate = typeof detail?.sqlstate === 'string' ? detail.sqlstate : undefined;
+  if (err.code === RelayStreamError.TIMEOUT || sqlstate === '57014') {
     // the relay's own ceiling (svc-relay run --statement-timeout-ms) can be lower than our deadline
     return new ApiError(
       'query_timeout',
       `the statement was cancelled at the relay's database by a statement timeout (the control plane allows ${timeoutMs} ms; the relay may set a lower ceiling with --statement-timeout-ms); narrow the query (filters, LIMIT, aggregates)`,
     );
   }
-  if (err.code === 'RELAY_ERR_ROW_TOO_LARGE') {
+  if (err.code === RelayStreamError.ROW_TOO_LARGE) {
     // a row the relay did not read (not even the first fits in the result budget) or could not frame
     const d = err.detail as { rowBytes?: unknown; maxBytes?: unknown } | null | undefined;
     return new ApiError('invalid_sql', `a row of the result is too large for a response (${err.message}); select fewer or shorter columns (e.g. left(column, 1000)) or filter the rows`, {
@@ -166,13 +168,13 @@ export function relayFailure(err: ProtocolError, relayId: string, timeoutMs: num
       ...(typeof d?.maxBytes === 'number' ? { max_bytes: d.maxBytes } : {}),
     });
   }
-  if (err.code === 'RELAY_ERR_READ_ONLY' || err.code === 'RELAY_ERR_MULTI_STATEMENT' || sqlstate === '42501' || sqlstate === '25006') {
+  if (err.code === RelayStreamError.READ_ONLY || err.code === RelayStreamError.MULTI_STATEMENT || sqlstate === '42501' || sqlstate === '25006') {
     return new ApiError('scope_violation', `the relay's database refused the statement: ${err.message}`, sqlstate ? { sqlstate } : undefined);
   }
-  if (err.code === 'RELAY_ERR_DATABASE_UNAVAILABLE' || sqlstate?.startsWith('08')) {
+  if (err.code === RelayStreamError.DATABASE_UNAVAILABLE || sqlstate?.startsWith('08')) {
     return new ApiError('relay_unavailable', `the relay cannot reach its database: ${err.message}; retry shortly`, { relay_id: relayId, reason: err.code });
   }
-  if (sqlstate || err.code === 'RELAY_ERR_QUERY') {
+  if (sqlstate || err.code === RelayStreamError.QUERY) {
     return new ApiError('invalid_sql', `the relay's database rejected the statement: ${err.message}`, sqlstate ? { sqlstate } : undefined);
   }
   return new ApiError('relay_unavailable', `the relay could not run the statement: ${err.message}`, { relay_id: relayId, reason: err.code });

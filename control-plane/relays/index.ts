@@ -6,6 +6,7 @@
  * recorded in `relay_events`.
  */
 import { createHash, randomBytes, X509Certificate } from 'node:crypto';
+import { TunnelRefusal } from '../../protocol/relay-contract.js';
 import { newId } from '../accounts/index.js';
 import { ApiError } from '../errors.js';
 import type { Sql, Store } from '../store/index.js';
@@ -241,7 +242,7 @@ export async function getRelay(store: Store, orgId: string, relayId: string, onl
  * rotation cannot obtain a fresh certificate and evict the real relay.
  */
 export class CertificateNotCurrentError extends Error {
-  readonly reason = 'certificate_superseded';
+  readonly reason = TunnelRefusal.CERTIFICATE_SUPERSEDED;
   constructor(serial: string) {
     super(
       `certificate ${serial} was replaced by a newer certificate: only the relay's current certificate can renew (a replaced one still opens the tunnel until its overlap window ends). If this relay did not renew itself, delete it and enroll again`,

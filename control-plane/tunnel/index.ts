@@ -21,8 +21,9 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { issueServerCertificate, tlsServerOptions, verifyClientCertificate, type Ca } from '../../pki/index.js';
-import { CloseCode, DEFAULT_MAX_FRAME_SIZE, Session, webSocketTransport, type Transport } from '../../protocol/index.js';
+import { issueServerCertificate, tlsServerOptions, verifyClientCertificate, type Ca, type PkiErrorCode } from '../../pki/index.js';
+import { DEFAULT_MAX_FRAME_SIZE, Session } from '../../protocol/index.js';
+import { TUNNEL_CLOSES, TunnelRefusal, revocationClose, wsTransport, type TunnelRefusalReason, type TunnelRefusalStatus, type TunnelRevocationReason } from '../../protocol/relay-contract.js';
 import { isApiError } from '../errors.js';
 import { relayCa } from '../relays/ca.js';
 import { certificateInUse, CertificateNotCurrentError, checkCertificate, reissue, type RelayOptions } from '../relays/index.js';
@@ -30,8 +31,7 @@ import type { Store } from '../store/index.js';
 import type { TunnelLeases } from './leases.js';
 import { FORWARD_PATH, serveForward, type ServeForwarded } from './forward.js';
 
-/** Close reasons a relay must treat as permanent (do not reconnect). */
-export const PERMANENT_REASONS = ['relay_revoked', 'certificate_revoked'] as const;
+export { wsTransport };
 
 /** the path on the tunnel port where a relay renews its certificate over mutual TLS */
 export const RENEW_PATH = '/v1/relay/renew';
@@ -118,12 +118,13 @@ export class TunnelRegistry {
   }
 
   /** Close a relay's tunnels now (deleted or revoked); the reason tells the relay not to come back. */
-  disconnect(relayId: string, reason: (typeof PERMANENT_REASONS)[number]): void {
+  disconnect(relayId: string, reason: TunnelRevocationReason): void {
     const t = this.live.get(relayId);
     this.live.delete(relayId);
+    const close = revocationClose(reason);
     for (const d of [...(t ? [t] : []), ...this.drainingOf(relayId)]) {
       this.draining.delete(d);
-      d.session.close(1008, reason); // WebSocket policy violation
+      d.session.close(close.code, close.reason);
     }
   }
 
@@ -137,14 +138,12 @@ export class TunnelRegistry {
   }
 
   closeAll(): void {
-    for (const t of [...this.live.values(), ...this.draining]) t.session.close(1001, 'control plane shutting down'); // WebSocket going away
+    const close = TUNNEL_CLOSES.shuttingDown;
+    for (const t of [...this.live.values(), ...this.draining]) t.session.close(close.code, close.reason);
     this.live.clear();
     this.draining.clear();
   }
 }
-
-/** The relay's WebSocket as the protocol transport (one frame per binary message). */
-export const wsTransport = (ws: WebSocket): Transport => webSocketTransport(ws);
 
 export interface TunnelOptions {
   readonly host: string;
@@ -175,7 +174,7 @@ export interface TunnelListener {
 }
 
 /** A relay authenticated by its client certificate, or the refusal a relay can act on. */
-type Peer = { ok: true; relayId: string; orgId: string; serial: string; current: boolean } | { ok: false; status: 401 | 403; reason: string };
+type Peer = { ok: true; relayId: string; orgId: string; serial: string; current: boolean } | { ok: false; status: TunnelRefusalStatus; reason: TunnelRefusalReason | PkiErrorCode };
 
 /**
  * The full check of the client certificate (issuer signature, validity, usage, our identity, then
@@ -184,15 +183,18 @@ type Peer = { ok: true; relayId: string; orgId: string; serial: string; current:
  */
 async function authenticate(store: Store, ca: Ca, socket: TLSSocket): Promise<Peer> {
   const peer = socket.getPeerX509Certificate?.();
-  if (!peer) return { ok: false, status: 401, reason: 'client_certificate_required' };
+  if (!peer) return { ok: false, status: 401, reason: TunnelRefusal.CLIENT_CERTIFICATE_REQUIRED };
   const verdict = verifyClientCertificate(ca, peer, { isRevoked: () => false });
-  if (!verdict.ok) return verdict.code === 'PKI_ERR_EXPIRED' ? { ok: false, status: 401, reason: 'certificate_expired: enroll again' } : { ok: false, status: 403, reason: verdict.code };
+  if (!verdict.ok) return verdict.code === 'PKI_ERR_EXPIRED' ? { ok: false, status: 401, reason: TunnelRefusal.CERTIFICATE_EXPIRED } : { ok: false, status: 403, reason: verdict.code };
   const check = await checkCertificate(store, verdict.identity.serial, verdict.identity.fingerprint256);
-  if (!check.ok) return { ok: false, status: 403, reason: check.reason === 'relay_deleted' ? 'relay_revoked' : check.reason === 'unknown' ? 'certificate_unknown' : 'certificate_revoked' };
+  if (!check.ok) {
+    const reason = check.reason === 'relay_deleted' ? TunnelRefusal.RELAY_REVOKED : check.reason === 'unknown' ? TunnelRefusal.CERTIFICATE_UNKNOWN : TunnelRefusal.CERTIFICATE_REVOKED;
+    return { ok: false, status: 403, reason };
+  }
   return { ok: true, relayId: check.relayId, orgId: check.orgId, serial: verdict.identity.serial, current: check.current };
 }
 
-function refuse(socket: Duplex, status: 401 | 403, reason: string): void {
+function refuse(socket: Duplex, status: TunnelRefusalStatus, reason: string): void {
   const text = status === 401 ? 'Unauthorized' : 'Forbidden';
   socket.end(`HTTP/1.1 ${status} ${text}\r\nconnection: close\r\ncontent-type: text/plain\r\nx-svc-reason: ${reason}\r\ncontent-length: ${reason.length}\r\n\r\n${reason}`);
 }
@@ -262,7 +264,7 @@ export async function startTunnelListener(o: TunnelOptions): Promise<TunnelListe
     }
     const peer = await authenticate(o.store, o.ca, req.socket as TLSSocket);
     if (!peer.ok) {
-      const message = peer.reason.startsWith('certificate_expired')
+      const message = peer.reason === TunnelRefusal.CERTIFICATE_EXPIRED
         ? 'the relay certificate expired: it cannot renew itself; enroll again with a new token (svc-relay enroll --force)'
         : `the client certificate is not accepted (${peer.reason})`;
       return sendError(res, peer.status, peer.status === 401 ? 'unauthorized' : 'forbidden', message, peer.reason);

@@ -12,6 +12,7 @@
  * told not to come back); a lease taken by another replica (the relay connected again through the
  * balancer, e.g. with a renewed certificate) lets this replica's tunnel drain its running streams.
  */
+import { TunnelRevocation } from '../../protocol/relay-contract.js';
 import type { Store } from '../store/index.js';
 import type { LiveTunnel, TunnelRegistry } from './index.js';
 
@@ -129,13 +130,13 @@ export class TunnelLeases {
       if (!t || this.registry.get(row.id) !== t || this.stopped) continue; // replaced or closed meanwhile
       if (row.relay_gone) {
         this.log?.info({ relay_id: row.id }, 'relay deleted on another replica: tunnel closed');
-        this.registry.disconnect(row.id, 'relay_revoked');
+        this.registry.disconnect(row.id, TunnelRevocation.RELAY_REVOKED);
         continue;
       }
       if (row.cert_revoked === true) {
         // revoked by an operator (a certificate replaced by a renewal is not: its tunnel drains once the new one holds the lease)
         this.log?.info({ relay_id: row.id, serial: row.serial }, 'relay certificate revoked: tunnel closed');
-        this.registry.disconnect(row.id, 'certificate_revoked');
+        this.registry.disconnect(row.id, TunnelRevocation.CERTIFICATE_REVOKED);
         continue;
       }
       if (row.kept || this.claiming.has(t)) continue;

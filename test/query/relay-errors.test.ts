@@ -15,7 +15,8 @@ const cases: [ProtocolError, number, string][] = [
   [remote('RELAY_ERR_TIMEOUT', 'canceling statement due to statement timeout', { sqlstate: '57014' }), 504, 'query_timeout'],
   [remote('RELAY_ERR_DATABASE_UNAVAILABLE', 'connect ECONNREFUSED'), 503, 'relay_unavailable'],
   [remote('RELAY_ERR_DATABASE_UNAVAILABLE', 'the database system is shutting down', { sqlstate: '57P03' }), 503, 'relay_unavailable'],
-  [remote('22012', 'division by zero (an older relay sends the SQLSTATE as the code)'), 400, 'invalid_sql'],
+  // a bare SQLSTATE as the code is no RELAY_ERR_* code (no relay ever sent that): the relay failing
+  [remote('22012', 'division by zero'), 503, 'relay_unavailable'],
   [remote('RELAY_ERR_INTERNAL', 'boom'), 503, 'relay_unavailable'],
 ];
 for (const [err, status, code] of cases) {

@@ -1,5 +1,6 @@
 import t from 'tap';
-import { DialError, RelayAgent, backoffDelay, canTransition, renderMetrics, startHealthServer, type AgentClock, type TunnelState } from '../../relay-agent/agent.js';
+import { DialError, RelayAgent, backoffDelay, canTransition, renderMetrics, startHealthServer, type AgentClock, type TunnelState } from '../../relay-agent/index.js';
+import { TUNNEL_CLOSES } from '../../protocol/relay-contract.js';
 import { echo, fakeClock, fakeDialer, srv, until } from './fakes.js';
 
 t.test('transitions are checked', async (t) => {
@@ -65,11 +66,8 @@ t.test('permanent refusals stop the loop', async (t) => {
     t.equal(d.dials, 1);
     t.equal(agent.state, 'closed');
   });
-  for (const [code, reason] of [
-    [4403, 'relay_revoked'],
-    [1008, 'relay_deleted'],
-    [4401, 'whatever'],
-  ] as const) {
+  // exactly the closes the control plane sends as permanent (protocol/relay-contract.ts)
+  for (const { code, reason } of [TUNNEL_CLOSES.relayRevoked, TUNNEL_CLOSES.certificateRevoked]) {
     t.test(`close ${code} ${reason}`, async (t) => {
       const clock = fakeClock();
       const d = fakeDialer();
@@ -105,6 +103,26 @@ t.test('permanent refusals stop the loop', async (t) => {
     await agent.drain();
     t.equal((await run).reason, 'stopped');
   });
+  // closes the control plane never sends as permanent (the relay once stopped on these)
+  for (const [code, reason] of [
+    [4403, 'relay_revoked'],
+    [1008, 'relay_deleted'],
+    [4401, 'whatever'],
+    [TUNNEL_CLOSES.shuttingDown.code, TUNNEL_CLOSES.shuttingDown.reason],
+  ] as const) {
+    t.test(`close ${code} ${reason} is transient: reconnects`, async (t) => {
+      const clock = fakeClock();
+      const d = fakeDialer();
+      const agent = new RelayAgent({ dial: d.dial, handler: echo, clock, backoff: { random: () => 0 } });
+      const run = agent.run();
+      await until(() => agent.state === 'connected');
+      d.ends[0]!.close(code, reason);
+      await until(() => d.dials === 2 && agent.state === 'connected');
+      t.same(clock.sleeps, [0], 'one backoff, then reconnected');
+      await agent.drain();
+      t.equal((await run).reason, 'stopped');
+    });
+  }
 });
 
 t.test('SIGTERM-style drain: GOAWAY, running queries finish, then closed', async (t) => {

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { createCa, identityOf, issueClientCertificate, issueServerCertificate, tlsServerOptions } from '../../pki/index.js';
 import { Session } from '../../protocol/index.js';
+import { TUNNEL_CLOSES } from '../../protocol/relay-contract.js';
 import { wsTransport } from '../../relay-agent/index.js';
 import { main } from '../../cli/svc-relay.js';
 import { customerDatabase } from '../helpers/customer-db.js';
@@ -155,7 +156,7 @@ t.test('run: permanent refusals end with exit 1 and a clear message', async (t) 
   t.test('close reason relay_revoked', async (t) => {
     const cp = await controlPlane(t, {
       onSession: (s) => {
-        void s.ready.then(() => setTimeout(() => s.close(4403, 'relay_revoked'), 20));
+        void s.ready.then(() => setTimeout(() => s.close(TUNNEL_CLOSES.relayRevoked.code, TUNNEL_CLOSES.relayRevoked.reason), 20));
       },
     });
     const dir = mkdtempSync(join(tmpdir(), 'relay-cli-'));

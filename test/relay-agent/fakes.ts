@@ -1,6 +1,6 @@
 /** Test doubles for the relay agent: a recording clock and a dialer of in-memory tunnels. */
 import { Session, memoryTransportPair, type MemoryTransport, type IncomingQuery, type Transport } from '../../protocol/index.js';
-import type { AgentClock } from '../../relay-agent/agent.js';
+import type { AgentClock } from '../../relay-agent/index.js';
 
 /** a clock whose sleeps resolve at once and are recorded */
 export function fakeClock(start = 1_700_000_000_000): AgentClock & { sleeps: number[]; t: number } {

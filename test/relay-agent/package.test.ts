@@ -140,7 +140,7 @@ t.test('npm pack, an offline install, and the installed svc-relay answers a quer
     [],
     'dist/ holds only the compiled relay, protocol and pki',
   );
-  t.ok(own.includes('dist/cli/svc-relay.js') && own.includes('dist/relay-agent/agent.js') && own.includes('dist/protocol/session.js') && own.includes('dist/pki/csr.js'));
+  t.ok(own.includes('dist/cli/svc-relay.js') && own.includes('dist/relay-agent/agent.js') && own.includes('dist/relay-agent/version.js') && own.includes('dist/protocol/session.js') && own.includes('dist/pki/csr.js'));
   t.notOk(own.some((p) => /control-plane|test|bench|\.ts$|\.map$|pack\.mjs|tsconfig/.test(p)), 'no control plane, tests, sources or build files');
   const bundledTop = new Set(paths.filter((p) => p.startsWith('node_modules/')).map((p) => p.split('/').slice(1, p.split('/')[1]?.startsWith('@') ? 3 : 2).join('/')));
   const closure = dependencyClosure(relayPackage(), rootLockfile()).map((c) => c.key.replace(/^node_modules\//, ''));
