@@ -26,10 +26,10 @@ import { loadModule, parseSync } from 'pgsql-parser';
 import { ALLOWED_EXPLAIN_OPTIONS } from './allowlists.js';
 import { deparser } from './deparse.js';
 import { SqlPolicyError, violation } from './errors.js';
+import { quoteIdent } from './quote.js';
 import { makeResolver as makeTableResolver } from './resolver.js';
 import {
   type Obj,
-  quoteName,
   type Resolver,
   rewriteFailed,
   statementName,
@@ -171,7 +171,7 @@ function templateFor(entry: ScopedTable): Template {
   const hit = templates.get(key);
   if (hit) return hit;
 
-  const from = `${quoteName(entry.schema)}.${quoteName(entry.table)}`;
+  const from = `${quoteIdent(entry.schema)}.${quoteIdent(entry.table)}`;
   let template: Template;
   if (entry.predicate === null) {
     const select = trustedSelect(`SELECT * FROM ${from}`, entry);

@@ -22,6 +22,7 @@ import {
   ALLOWED_TABLESAMPLE_METHODS,
 } from './allowlists.js';
 import { SqlPolicyError, violation } from './errors.js';
+import { quoteIdent } from './quote.js';
 
 export type Obj = Record<string, unknown>;
 
@@ -400,7 +401,7 @@ export class Walker {
           const kind = typeof q === 'object' && q !== null ? Object.keys(q)[0] : undefined;
           if (kind !== 'SelectStmt' || Object.keys(q).length !== 1) {
             const what = kind ? statementName(kind, (q as Obj)[kind] as Obj) : 'statement';
-            throw violation(`WITH ${quoteName(name)} contains ${what}; data-modifying statements in WITH are not allowed, only reads`, {
+            throw violation(`WITH ${quoteIdent(name)} contains ${what}; data-modifying statements in WITH are not allowed, only reads`, {
               reason: 'writable_cte',
               construct: what,
             });
@@ -483,7 +484,7 @@ export class Walker {
     const names = Array.isArray(method) ? method.map(stringValue) : [];
     const name = names.join('.');
     if (names.length !== 1 || !ALLOWED_TABLESAMPLE_METHODS.has(names[0] ?? '')) {
-      throw violation(`TABLESAMPLE method ${quoteName(name || '?')} is not allowed; use BERNOULLI or SYSTEM`, {
+      throw violation(`TABLESAMPLE method ${quoteIdent(name || '?')} is not allowed; use BERNOULLI or SYSTEM`, {
         reason: 'tablesample_method',
         construct: `TABLESAMPLE ${name}`,
       });
@@ -639,10 +640,6 @@ export function rewriteFailed(): SqlPolicyError {
     "this statement uses syntax that svc's scope rewriter cannot reproduce faithfully, so it is not supported (nothing ran); write the expression another way, e.g. move a subscript or field access on a parenthesised ARRAY[…]/ROW(…) expression into a subquery or CTE",
     { reason: 'unsupported', construct: 'rewrite' },
   );
-}
-
-export function quoteName(s: string): string {
-  return `"${s.replace(/"/g, '""')}"`;
 }
 
 /** the agent's alias (with its column list), or the table's own name so `t.col` keeps working */
