@@ -1,5 +1,5 @@
 /**
- * SQL policy: the first layer of scope enforcement (see DESIGN.md, "Scope enforcement in depth").
+ * SQL policy: the first layer of scope enforcement (README, "Scopes and queries").
  *
  * `checkAndRewrite(sql, policy)`:
  * 1. parses the agent's SQL with the real PostgreSQL parser (libpg_query 18, WASM);
@@ -25,17 +25,13 @@ import { loadModule, parseSync } from 'pgsql-parser';
 
 import { ALLOWED_EXPLAIN_OPTIONS } from './allowlists.js';
 import { deparser } from './deparse.js';
-import { SqlPolicyError, violation } from './errors.js';
+import { rewriteFailed, SqlPolicyError, violation } from './errors.js';
+import type { Obj } from './grammar.js';
 import { quoteIdent } from './quote.js';
 import { makeResolver as makeTableResolver } from './resolver.js';
-import {
-  type Obj,
-  type Resolver,
-  rewriteFailed,
-  statementName,
-  type Template,
-  Walker,
-} from './walker.js';
+import type { Resolver, Template } from './rewrite.js';
+import { statementName } from './statement-names.js';
+import { Walker } from './walker.js';
 
 export { SqlPolicyError } from './errors.js';
 export { periodPredicate, type PeriodBounds } from './period.js';
