@@ -6,7 +6,8 @@ import fs from 'node:fs';
 import { Argument, Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { ChainVerifier, type VerifyResult } from '../../control-plane/audit/index.js';
 // the tool definitions only: the MCP server SDK is loaded by `svc mcp` alone (start-up time)
-import { TOOLS, type ApiCall } from '../../control-plane/mcp/tools.js';
+import type { ApiCall } from '../../control-plane/mcp/api.js';
+import { TOOLS } from '../../control-plane/mcp/tools.js';
 import { configPath, ConfigFileError, DEFAULT_BASE_URL, readConfig, writeConfig } from './config.js';
 import { CliFailure, EXIT, httpCaller, request, type ClientOptions } from './http.js';
 import { csv, jsonl, keyValues, table, withSpinner, type Io } from './output.js';
