@@ -41,6 +41,7 @@ import { memoryTransportPair, Session, type QueryOpen, type Value } from '../pro
 import { createExecutor } from '../relay-agent/index.js';
 import { startRelay, type RelayProcess } from './relay-process.js';
 import { customerDatabase, DEFAULT_CUSTOMER_DATABASE_URL, type CustomerDatabase } from './customer-db.js';
+import { closedLoop, cpuSecondsOf, median, memoryOf, rowBytes, rssSampler, summarize, type Run, type Summary } from './relay-measure.js';
 
 const SECONDS = Number(process.env['BENCH_RELAY_SECONDS'] ?? 1.5);
 const ROUNDS = Math.max(1, Math.round(Number(process.env['BENCH_RELAY_ROUNDS'] ?? 3)));
@@ -53,108 +54,6 @@ const HUGE_MB = process.env['BENCH_RELAY_HUGE_MB'] === undefined ? undefined : N
 /** the slow consumer's pace, MB/s */
 const SLOW_MBS = Number(process.env['BENCH_RELAY_SLOW_MBS'] ?? 32);
 const FETCH = 500; // the relay executor's default FETCH size, used by the direct cursor read too
-
-// ------------------------------------------------------------------ measurement helpers
-
-function quantile(sorted: number[], q: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN;
-}
-
-interface Run {
-  readonly qps: number;
-  /** latencies, ms */
-  readonly lat: number[];
-}
-
-/** several rounds of one path, with its throughput ratio to the baseline measured in each round */
-interface Summary {
-  /** median over rounds */
-  readonly qps: number;
-  /** median over rounds of (this path / the baseline in the same round) */
-  readonly ratio: number;
-  readonly p50: number;
-  readonly p99: number;
-  readonly n: number;
-}
-
-function median(xs: number[]): number {
-  return quantile([...xs].sort((a, b) => a - b), 0.5);
-}
-
-function summarize(runs: Run[], baseline: Run[]): Summary {
-  const lat = runs.flatMap((r) => r.lat).sort((a, b) => a - b);
-  return {
-    qps: median(runs.map((r) => r.qps)),
-    ratio: median(runs.map((r, i) => r.qps / (baseline[i]?.qps ?? Number.NaN))),
-    p50: quantile(lat, 0.5),
-    p99: quantile(lat, 0.99),
-    n: lat.length,
-  };
-}
-
-/** `concurrency` workers call `one(k)` back to back for `seconds`; latencies in ms */
-async function closedLoop(concurrency: number, seconds: number, one: (k: number) => Promise<void>): Promise<Run> {
-  const lat: number[] = [];
-  const end = performance.now() + seconds * 1000;
-  let k = 0;
-  const t0 = performance.now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (performance.now() < end) {
-        const s = performance.now();
-        await one(k++);
-        lat.push(performance.now() - s);
-      }
-    }),
-  );
-  const elapsed = (performance.now() - t0) / 1000;
-  return { qps: lat.length / elapsed, lat };
-}
-
-/** the bytes a result's values weigh, counted the same way on every path */
-function valueBytes(v: unknown): number {
-  if (typeof v === 'string') return Buffer.byteLength(v);
-  if (v instanceof Uint8Array) return v.length;
-  return 8;
-}
-
-function rowBytes(row: readonly unknown[]): number {
-  let b = 0;
-  for (const v of row) b += valueBytes(v);
-  return b;
-}
-
-/** user + system CPU seconds a process has used so far */
-async function cpuSecondsOf(pid: number): Promise<number> {
-  const stat = await fs.readFile(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (USER_HZ 100)
-}
-
-/** VmHWM / VmRSS of a process, MB */
-async function memoryOf(pid: number): Promise<{ hwm: number; rss: number }> {
-  const status = await fs.readFile(`/proc/${pid}/status`, 'utf8');
-  const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? Number.NaN);
-  return { hwm: kb('VmHWM') / 1024, rss: kb('VmRSS') / 1024 };
-}
-
-/** The highest RSS of a process, sampled every 100 ms until `stop()` (which samples once more). */
-function rssSampler(pid: number, start: number): { stop(): Promise<number> } {
-  let max = start;
-  const timer = setInterval(() => {
-    void memoryOf(pid).then(
-      (m) => (max = Math.max(max, m.rss)),
-      () => undefined,
-    );
-  }, 100);
-  return {
-    async stop() {
-      clearInterval(timer);
-      return Math.max(max, (await memoryOf(pid)).rss);
-    },
-  };
-}
 
 /** A result of `rows` rows of 200 value bytes each (an int and a 196-character text). */
 const bigResultSql = (rows: number): string => `SELECT g, repeat(md5(g::text), 6) || left(md5(g::text), 4) AS pad FROM generate_series(1, ${rows}) g`;

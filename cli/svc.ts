@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * `svc` — the command-line client of the svc HTTP API (and `svc mcp`, the MCP server over stdio).
- * Commands live in cli/svc/commands.ts; `svc --help` lists them.
+ * The program is cli/svc/commands.ts, its command groups cli/svc/commands/*.ts; `svc --help` lists them.
  *
  * Exit status: 0 ok, 1 audit verification failed, 2 usage error, 3 authentication error (401),
  * 4 other request error (4xx), 5 server or network error.

@@ -3,7 +3,7 @@
  * key as a Bearer token. Failures become a `CliFailure` with the documented exit status and a
  * message that says what to do next.
  */
-import { queryString, type ApiCall, type ApiCaller, type ApiResult } from '../../control-plane/mcp/tools.js';
+import { queryString, type ApiCall, type ApiCaller, type ApiResult } from '../../control-plane/mcp/api.js';
 
 /** Exit statuses (docs/cli-and-mcp.md): 0 ok, 1 verification failed, 2 usage, 3 auth, 4 other client error, 5 server or network error. */
 export const EXIT = { ok: 0, verifyFailed: 1, usage: 2, auth: 3, client: 4, server: 5 } as const;

@@ -3,6 +3,7 @@
  * and the generated rows. The same script loads the embedded engine and an external PostgreSQL.
  */
 import { createHash } from 'node:crypto';
+import { quoteIdent, quoteLiteral } from '../query/sql/quote.js';
 import type { Cell, ColumnType, DatasetDef, TableDef } from './types.js';
 
 /** Bump when the generators change the rows they produce, or how the embedded image is built. */
@@ -10,28 +11,6 @@ export const DEMO_DATA_VERSION = 5;
 
 /** The non-owner role demo queries run as. */
 export const DEMO_READER_ROLE = 'svc_demo_reader';
-
-/** The trusted `SET LOCAL` statements that tell the row-security layer a transaction's scope. */
-export function scopeSettings(tables: readonly { schema: string; table: string }[], periods: readonly { start: string; end: string }[]): string[] {
-  const starts = periods.map((p) => p.start).sort();
-  const ends = periods.map((p) => p.end).sort();
-  return [
-    `SET LOCAL "svc.tables" = ${quoteLiteral(tables.map((t) => `${t.schema}.${t.table}`).join(','))}`,
-    `SET LOCAL "svc.period_n" = '${periods.length}'`,
-    `SET LOCAL "svc.period_lo" = ${quoteLiteral(starts[0] ?? '-infinity')}`,
-    `SET LOCAL "svc.period_hi" = ${quoteLiteral(ends[ends.length - 1] ?? 'infinity')}`,
-    `SET LOCAL "svc.periods" = ${quoteLiteral(periods.map((p) => `${p.start}/${p.end}`).join(','))}`,
-  ];
-}
-
-export function quoteIdent(name: string): string {
-  return `"${name.replace(/"/g, '""')}"`;
-}
-
-export function quoteLiteral(text: string): string {
-  if (text.includes('\0')) throw new Error('NUL byte in a demo value');
-  return `'${text.replace(/'/g, "''")}'`;
-}
 
 const SQL_TYPE: Record<ColumnType, string> = {
   text: 'text',
@@ -94,8 +73,9 @@ export function* schemaStatements(datasets: readonly DatasetDef[]): Generator<st
  * forced, for the reader role. Each transaction is told its scope by the control plane with
  * `SET LOCAL svc.tables` (comma list of schema.table), `svc.period_n` (0 = no period
  * restriction), `svc.period_lo`/`svc.period_hi` (the overall bounds, which the planner can
- * estimate) and `svc.periods` (the exact `start/end` list); anything unset allows nothing. The
- * reader cannot call set_config (revoked), and the SQL layer never lets a SET through.
+ * estimate) and `svc.periods` (the exact `start/end` list), written by query/scope-settings.ts;
+ * anything unset allows nothing. The reader cannot call set_config (revoked), and the SQL layer
+ * never lets a SET through.
  */
 export const SCOPE_FUNCTIONS = [
   `CREATE OR REPLACE FUNCTION svc_meta.table_allowed(rel text) RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE AS $fn$

@@ -10,10 +10,13 @@ import { Type } from 'typebox';
 import { ApiError } from '../errors.js';
 import { type App, ErrorSchema, errors } from '../routes/context.js';
 import { createMcpServer, MCP_SERVER_INFO } from './server.js';
-import { queryString, type ApiCaller } from './tools.js';
+import { queryString, type ApiCaller } from './api.js';
 
 export { createMcpServer, MCP_SERVER_INFO };
-export { isSourceError, queryString, runTool, TOOLS, UNTRUSTED_ERROR_NOTICE, UNTRUSTED_NOTICE, type ApiCall, type ApiCaller, type ApiResult } from './tools.js';
+export { queryString, type ApiCall, type ApiCaller, type ApiResult } from './api.js';
+export { UNTRUSTED_NOTICE } from './render.js';
+export { isSourceError, runTool, UNTRUSTED_ERROR_NOTICE } from './run.js';
+export { TOOLS } from './tools.js';
 
 export const MCP_PATHS = ['/mcp', '/v1/mcp'] as const;
 

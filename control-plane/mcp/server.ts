@@ -3,7 +3,9 @@
  * apart from the tool definitions so the CLI loads the server SDK only for `svc mcp`.
  */
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { runTool, TOOLS, type ApiCaller, type ToolSpec } from './tools.js';
+import type { ApiCaller } from './api.js';
+import { runTool } from './run.js';
+import { TOOLS, type ToolSpec } from './tools.js';
 
 export const MCP_SERVER_INFO = { name: 'svc', version: '0.1.0' } as const;
 

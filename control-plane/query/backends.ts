@@ -10,7 +10,7 @@ import type { ParsedScopes, Target } from '../catalogue/index.js';
 import type { CredentialStore } from '../credentials/index.js';
 import { scrub } from '../credentials/database.js';
 import { DemoQueryError, type DemoEngine } from '../demo/engine.js';
-import { scopeSettings } from '../demo/load.js';
+import { scopeSettings } from './scope-settings.js';
 import type { ReadQueryResult } from '../embedded/index.js';
 import { ApiError, isApiError } from '../errors.js';
 import type { LiveRegistry } from '../live/index.js';

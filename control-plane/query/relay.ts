@@ -10,7 +10,7 @@ import { RowCollector, uniqueColumnNames, type ColumnInfo, type ReadQueryResult 
 import { ApiError } from '../errors.js';
 import type { ParsedScopes } from '../catalogue/index.js';
 import { isSystemSchema } from '../catalogue/scopes.js';
-import { quoteIdent, quoteLiteral } from '../demo/load.js';
+import { quoteIdent, quoteLiteral } from './sql/quote.js';
 import type { TunnelRegistry } from '../tunnel/index.js';
 import type { RelayForwarder } from '../tunnel/forward.js';
 import type { ScopedTable, SqlPolicy } from './sql/index.js';

@@ -5,7 +5,7 @@
  * `postgres-relay`) from its own catalog with the statement below, sent by the control plane
  * itself. A leaf: the connectors and backends import it, it imports none of them.
  */
-import { quoteLiteral } from '../demo/load.js';
+import { quoteLiteral } from './sql/quote.js';
 import type { ReadQueryResult } from '../embedded/index.js';
 
 export interface SchemaColumn {

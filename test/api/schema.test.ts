@@ -11,7 +11,7 @@ import { randomBytes } from 'node:crypto';
 import t from 'tap';
 import pg from 'pg';
 import mysql from 'mysql2/promise';
-import { verifyExport } from '../../cli/svc/commands.js';
+import { verifyExport } from '../../cli/svc/commands/audit.js';
 import { PendingEvent } from '../../control-plane/audit/index.js';
 import { appendIfAnswerable } from '../../control-plane/billing/index.js';
 import { customerDatabase, dropWithRole, type CustomerDatabase } from '../helpers/customer-db.js';

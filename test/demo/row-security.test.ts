@@ -7,7 +7,7 @@ import t from 'tap';
 import type { TapTest } from '../helpers/tap.js';
 import { Catalogue } from '../../control-plane/catalogue/index.js';
 import { EmbeddedDemoEngine, PostgresDemoEngine, type DemoEngine, type DemoQuery } from '../../control-plane/demo/engine.js';
-import { scopeSettings } from '../../control-plane/demo/load.js';
+import { scopeSettings } from '../../control-plane/query/scope-settings.js';
 import { demoImage, freshDatabase, realPostgresAvailable } from '../helpers/server.js';
 
 const datasets = new Catalogue().datasets;

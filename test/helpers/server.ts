@@ -12,7 +12,7 @@ import { buildApp, type SvcApp } from '../../control-plane/app.js';
 import { Catalogue } from '../../control-plane/catalogue/index.js';
 import { loadConfig, type Config, type Limits } from '../../control-plane/config.js';
 import { embeddedDemoImage } from '../../control-plane/demo/engine.js';
-import { scopeSettings } from '../../control-plane/demo/load.js';
+import { scopeSettings } from '../../control-plane/query/scope-settings.js';
 import { embeddedStoreTemplate, MIGRATIONS } from '../../control-plane/store/index.js';
 
 const CACHE = path.join(os.tmpdir(), 'svc-test-cache');

@@ -5,7 +5,8 @@
  */
 import t from 'tap';
 import type { ParsedScopes } from '../../control-plane/catalogue/index.js';
-import { checkMysql, mysqlPolicy } from '../../control-plane/live/mysql/policy.js';
+import { checkMysql } from '../../control-plane/live/mysql/check.js';
+import { mysqlPolicy } from '../../control-plane/live/mysql/policy.js';
 import { lexMysql } from '../../control-plane/live/mysql/lexer.js';
 
 const lexMysqlDepth = (sql: string): number => lexMysql(sql).specialDepth;

@@ -7,7 +7,9 @@ import t from 'tap';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { inToolWords, oneLine, TOOLS } from '../../control-plane/mcp/tools.js';
+import { oneLine } from '../../control-plane/mcp/render.js';
+import { inToolWords } from '../../control-plane/mcp/run.js';
+import { TOOLS } from '../../control-plane/mcp/tools.js';
 import { api, openConnection, signupAgent, startServer, type Agent, type TestServer } from '../helpers/server.js';
 
 type Json = Record<string, unknown>;

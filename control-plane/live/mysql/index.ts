@@ -1,6 +1,6 @@
 /**
  * The `mysql` live target: MySQL or MariaDB reached with the organization's own connection URL.
- * The statement is checked and rewritten by policy.ts, then runs on one of the organization's
+ * The statement is checked and rewritten by check.ts, then runs on one of the organization's
  * pooled connections (pool.ts; no multi-statements, no LOCAL INFILE, a pinned sql_mode so string
  * literals are lexed the way the checker lexed them) inside `START TRANSACTION READ ONLY`, under a
  * server-side time limit (MariaDB max_statement_time / MySQL max_execution_time); rows are read
@@ -24,7 +24,9 @@ import { catalogLimits, type SchemaListing } from '../../query/schema.js';
 import { mysqlCatalogSql, mysqlListing, mysqlScopedTables } from './schema.js';
 import { guardMysqlConnection, type ConnectionGuard, type MysqlConnectionLike, type WireTrip } from '../../../protocol/wire-guard.js';
 
-export { checkMysql, mysqlPolicy, MYSQL_ALLOWED_FUNCTIONS } from './policy.js';
+export { MYSQL_ALLOWED_FUNCTIONS } from './allowlists.js';
+export { checkMysql } from './check.js';
+export { mysqlPolicy } from './policy.js';
 
 const EXAMPLE = 'mysql://reader:password@db.example.com:3306/shop?sslmode=verify-full';
 

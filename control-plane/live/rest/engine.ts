@@ -15,7 +15,7 @@ import { randomBytes } from 'node:crypto';
 import { EmbeddedError, EmbeddedPostgres, IMAGE_INITDB, type ReadQueryResult } from '../../embedded/index.js';
 import { unpackImage, type DataImage } from '../../embedded/image-fs.js';
 import { ApiError } from '../../errors.js';
-import { quoteIdent } from '../../demo/load.js';
+import { quoteIdent } from '../../query/sql/quote.js';
 import type { SqlType } from './spec.js';
 import { timeoutError } from './http.js';
 

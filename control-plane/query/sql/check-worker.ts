@@ -4,7 +4,7 @@
  */
 import { parentPort } from 'node:worker_threads';
 import { checkAndRewrite, initSqlParser, SqlPolicyError } from './index.js';
-import { checkMysql } from '../../live/mysql/policy.js';
+import { checkMysql } from '../../live/mysql/check.js';
 import type { CheckRequest, CheckReply } from './offload.js';
 import { ApiError } from '../../errors.js';
 

@@ -1,7 +1,7 @@
 /**
- * The one error type of the SQL policy layer. `code` maps 1:1 onto the API error codes of
- * docs/api.md ("Errors"): `invalid_sql` (400, the statement does not parse) and `scope_violation` (403,
- * it reaches outside the connection's scopes or is not a read).
+ * The one error type of the SQL policy layer, and its constructors. `code` maps 1:1 onto the API
+ * error codes of docs/api.md ("Errors"): `invalid_sql` (400, the statement does not parse) and
+ * `scope_violation` (403, it reaches outside the connection's scopes or is not a read).
  */
 
 export type SqlPolicyErrorCode = 'invalid_sql' | 'scope_violation';
@@ -41,4 +41,26 @@ export class SqlPolicyError extends Error {
 
 export function violation(message: string, detail: SqlPolicyErrorDetail): SqlPolicyError {
   return new SqlPolicyError('scope_violation', message, detail);
+}
+
+/** A construct the checker does not know (a node type or field outside the grammar): refused. */
+export function unsupported(what: string): SqlPolicyError {
+  const construct = what.replace(/\..*$/, '');
+  return violation(`the SQL construct ${construct} is not supported by svc's read-only query checker`, {
+    reason: 'construct_not_allowed',
+    construct,
+  });
+}
+
+/**
+ * The rewriter could not reproduce a statement it had accepted (deparse → parse → verify did not
+ * give back what was checked). The statement is refused, never run altered; it is the checker's
+ * limitation, not a scope violation: `400 invalid_sql` with reason `unsupported`.
+ */
+export function rewriteFailed(): SqlPolicyError {
+  return new SqlPolicyError(
+    'invalid_sql',
+    "this statement uses syntax that svc's scope rewriter cannot reproduce faithfully, so it is not supported (nothing ran); write the expression another way, e.g. move a subscript or field access on a parenthesised ARRAY[…]/ROW(…) expression into a subquery or CTE",
+    { reason: 'unsupported', construct: 'rewrite' },
+  );
 }

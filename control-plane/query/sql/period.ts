@@ -3,7 +3,7 @@
  * the demo and relay policies (../engine.ts) and the REST connectors (live/rest) build their
  * scoped tables with it, without importing the query engine.
  */
-import { quoteName } from './walker.js';
+import { quoteIdent, quoteLiteral } from './quote.js';
 
 /** A half-open UTC interval, ISO 8601 bounds (the shape of catalogue's `Interval`). */
 export interface PeriodBounds {
@@ -14,14 +14,13 @@ export interface PeriodBounds {
 }
 
 function timestampLiteral(text: string): string {
-  if (text.includes('\0')) throw new Error('NUL byte in a period bound');
-  return `'${text.replace(/'/g, "''")}'::timestamptz`;
+  return `${quoteLiteral(text, 'a period bound')}::timestamptz`;
 }
 
 /** `column` within any of `periods` (a union of half-open intervals), or null when there is none. */
 export function periodPredicate(column: string, periods: readonly PeriodBounds[]): string | null {
   if (periods.length === 0) return null;
-  const col = quoteName(column);
+  const col = quoteIdent(column);
   const parts = periods.map((p) => `(${col} >= ${timestampLiteral(p.start)} AND ${col} < ${timestampLiteral(p.end)})`);
   return parts.length === 1 ? (parts[0] as string) : `(${parts.join(' OR ')})`;
 }

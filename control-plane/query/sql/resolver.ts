@@ -16,7 +16,8 @@
  * exists there is never said); `unknown_table` only when svc knows the target has no such table.
  */
 import { violation } from './errors.js';
-import type { Obj, Resolver, Template } from './walker.js';
+import type { Obj } from './grammar.js';
+import type { Resolver, Template } from './rewrite.js';
 
 /** the relation part of a policy (structural, so index.ts's SqlPolicy / ScopedTable fit) */
 export interface ResolverPolicy {

@@ -1,0 +1,61 @@
+/** `svc signup`, `usage`, `billing`, `topup`: the account, its usage and its wallet. */
+import type { Command } from 'commander';
+import { readConfig, writeConfig } from '../config.js';
+import { CliFailure, EXIT } from '../http.js';
+import { type CommandKit, type Obj, positiveInt, tool } from './kit.js';
+
+export function registerAccountCommands(program: Command, kit: CommandKit): void {
+  program
+    .command('signup')
+    .description('create an account headlessly and store its agent key (mode 0600)')
+    .requiredOption('--org <name>', 'organization name')
+    .requiredOption('--agent <name>', 'agent name')
+    .option('--force', 'replace a key already stored in the config file (it cannot be recovered)')
+    .option('--no-save', 'print the key without storing it')
+    .action(
+      kit.action(async (c, o: { org: string; agent: string; force?: boolean; save: boolean }) => {
+        const existing = readConfig(c.configFile);
+        if (o.save && existing.api_key && !o.force) {
+          throw new CliFailure(EXIT.usage, `a key is already stored in ${c.configFile}; pass --force to replace it (the old key cannot be recovered), --no-save, or set SVC_CONFIG to another file`);
+        }
+        const b = await kit.call(c, 'signing up', tool('create_account')({ org_name: o.org, agent_name: o.agent }));
+        if (o.save) writeConfig(c.configFile, { api_key: String(b['apiKey']), org_id: String(b['orgId']), base_url: c.client.baseUrl });
+        kit.show(c, o.save ? { ...b, config_file: c.configFile } : b, (x) => {
+          const trial = (x['trial'] ?? {}) as Obj;
+          return (
+            `Account created: org ${String(x['orgId'])}\n` +
+            (o.save ? `Agent key stored in ${c.configFile} (mode 0600).\n` : `Agent key (shown once, store it now): ${String(x['apiKey'])}\n`) +
+            `Trial: ${String(trial['queries'])} queries, ${String(trial['egressBytes'])} bytes of egress, until ${String(x['expiresAt'])}.\n` +
+            'Next: svc targets\n'
+          );
+        });
+      }),
+    );
+
+  program
+    .command('usage')
+    .description('usage, spend, wallet balance and the trial left')
+    .action(kit.action(async (c) => kit.show(c, await kit.call(c, 'loading usage', tool('get_usage')({})))));
+
+  program
+    .command('billing')
+    .description('prices, trial limits and top-up bounds')
+    .action(kit.action(async (c) => kit.show(c, await kit.call(c, 'loading prices', tool('get_billing_config')({})))));
+
+  program
+    .command('topup')
+    .description('credit the wallet at once (sandbox), optionally set or clear auto-reload')
+    .argument('<amount_cents>', 'cents to add (100…1000000, or 0 with --auto-reload options)', positiveInt('amount_cents', 0, 1_000_000))
+    .option('--auto-reload-threshold <cents>', 'reload when the balance falls below this', positiveInt('--auto-reload-threshold', 1, 1_000_000))
+    .option('--auto-reload-amount <cents>', 'amount added by each reload', positiveInt('--auto-reload-amount', 1, 1_000_000))
+    .option('--no-auto-reload', 'turn auto-reload off')
+    .action(
+      kit.action(async (c, amount: number, o: { autoReloadThreshold?: number; autoReloadAmount?: number; autoReload: boolean }) => {
+        if ((o.autoReloadThreshold === undefined) !== (o.autoReloadAmount === undefined)) {
+          throw new CliFailure(EXIT.usage, 'give both --auto-reload-threshold and --auto-reload-amount');
+        }
+        const autoReload = o.autoReload === false ? null : o.autoReloadThreshold !== undefined ? { threshold_cents: o.autoReloadThreshold, amount_cents: o.autoReloadAmount } : undefined;
+        kit.show(c, await kit.call(c, 'topping up', tool('top_up_wallet')({ amount_cents: amount, ...(autoReload !== undefined ? { auto_reload: autoReload } : {}) })));
+      }),
+    );
+}

@@ -1,0 +1,86 @@
+/** `svc audit verify` and `svc audit export`: a connection's audit chain, on the server or offline. */
+import fs from 'node:fs';
+import type { Command } from 'commander';
+import { ChainVerifier, type VerifyResult } from '../../../control-plane/audit/index.js';
+import { CliFailure, EXIT, request } from '../http.js';
+import { withSpinner } from '../output.js';
+import { type CommandKit, type Obj, tool } from './kit.js';
+
+/**
+ * Verify an export offline with the published algorithm (docs/audit.md; control-plane/audit/chain.ts):
+ * the first event links to `genesis` (default: its own prev_hash), each next one to the previous.
+ */
+export function verifyExport(text: string, genesis?: string): VerifyResult & { head: string | null } {
+  const lines = text.split('\n').filter((l) => l.trim() !== '');
+  let first: Obj | undefined;
+  const events: Obj[] = [];
+  for (const [i, line] of lines.entries()) {
+    try {
+      const e = JSON.parse(line) as unknown;
+      if (!e || typeof e !== 'object' || Array.isArray(e)) throw new Error('not an object');
+      events.push(e as Obj);
+      first ??= e as Obj;
+    } catch {
+      return { verified: false, events_checked: i + 1, broken_at: i + 1, reason: `line ${i + 1} is not a JSON event`, head: null };
+    }
+  }
+  const start = genesis ?? (typeof first?.['prev_hash'] === 'string' ? first['prev_hash'] : '');
+  const v = new ChainVerifier(start);
+  let head: string | null = genesis ?? null;
+  for (const e of events) {
+    const { hash, ...body } = e;
+    if (!v.push({ seq: typeof body['seq'] === 'number' ? body['seq'] : -1, body, hash: typeof hash === 'string' ? hash : '' })) break;
+    head = typeof hash === 'string' ? hash : null;
+  }
+  const r = v.finish();
+  return { ...r, head: r.verified ? head : null };
+}
+
+export function registerAuditCommands(program: Command, kit: CommandKit): void {
+  const audit = program.command('audit').description('verify or export a connection’s audit chain');
+  audit
+    .command('verify')
+    .description('verify a chain on the server, or an exported JSONL file offline (--offline)')
+    .argument('[connection_id]')
+    .option('--offline <file>', 'verify an export (svc audit export) with the published algorithm, without the server')
+    .option('--genesis <hash>', 'with --offline: the connection’s audit_genesis_hash, to pin the first event')
+    .action(
+      kit.action(async (c, id: string | undefined, o: { offline?: string; genesis?: string }) => {
+        let r: Obj;
+        if (o.offline !== undefined) {
+          if (id !== undefined) throw new CliFailure(EXIT.usage, 'give either a connection id or --offline <file>, not both');
+          let text: string;
+          try {
+            text = fs.readFileSync(o.offline, 'utf8');
+          } catch (err) {
+            throw new CliFailure(EXIT.usage, `cannot read ${o.offline}: ${(err as Error).message}`);
+          }
+          r = { file: o.offline, ...verifyExport(text, o.genesis) };
+        } else {
+          if (id === undefined) throw new CliFailure(EXIT.usage, 'give a connection id (svc audit verify <connection_id>) or --offline <file>');
+          r = await kit.call(c, 'verifying', tool('verify_audit')({ connection_id: id }));
+        }
+        kit.show(c, r, (x) =>
+          x['verified'] === true
+            ? `verified: ${String(x['events_checked'])} event(s) intact; head ${String(x['head'] ?? x['head_hash'])}\n`
+            : `BROKEN at seq ${String(x['broken_at'])} (${String(x['events_checked'])} event(s) checked)${x['reason'] ? `: ${String(x['reason'])}` : ''}\n`,
+        );
+        if (r['verified'] !== true) kit.status = EXIT.verifyFailed;
+      }),
+    );
+  audit
+    .command('export')
+    .description('export the chain as JSONL (one canonical event per line, oldest first)')
+    .argument('<connection_id>')
+    .option('-o, --output <file>', 'write to this file instead of stdout')
+    .action(
+      kit.action(async (c, id: string, o: { output?: string }) => {
+        const r = await withSpinner(kit.io, 'exporting', () => request(c.client, tool('export_audit')({ connection_id: id })));
+        const count = r.text.split('\n').filter(Boolean).length;
+        if (o.output !== undefined) {
+          fs.writeFileSync(o.output, r.text);
+          kit.show(c, { connection_id: id, events: count, file: o.output }, () => `${count} event(s) written to ${o.output}\nverify offline: svc audit verify --offline ${o.output}\n`);
+        } else kit.io.out(r.text);
+      }),
+    );
+}
