@@ -5,6 +5,15 @@
  * inside its stream.
  */
 import { protoError } from './errors.js';
+import { HEADER_SIZE } from './frames.js';
+
+/**
+ * The largest flow-controlled frame (header included) a side accepts, given what it advertised in
+ * HELLO: its maxFrameSize, and never more than half of either of its windows.
+ */
+export function largestDataFrame(h: { maxFrameSize: number; streamWindow: number; sessionWindow: number }): number {
+  return Math.min(h.maxFrameSize + HEADER_SIZE, Math.floor(h.streamWindow / 2), Math.floor(h.sessionWindow / 2));
+}
 
 /**
  * What this side may still send: the peer advertised `limit` in HELLO, sends deduct their cost,
@@ -49,7 +58,7 @@ export class SendWindow {
  * What the peer may still send to this side (`size`, advertised in HELLO). Received frames are
  * charged; bytes the application has read are released, and credit goes back in batches: once a
  * quarter of the window is owed, or at once when what is left drops below `bound` (the sender may
- * then lack room for its next frame).
+ * then lack room for its next frame: pass `largestDataFrame` of this side's HELLO).
  */
 export class RecvWindow {
   readonly size: number;

@@ -4,7 +4,7 @@
  */
 import type { Clock } from './clock.js';
 import { DEFAULT_MAX_FRAME_SIZE } from './codec.js';
-import { protoError } from './errors.js';
+import { protoError, type ProtocolError } from './errors.js';
 import { MAX_MAX_FRAME_SIZE, MAX_WINDOW, MIN_MAX_FRAME_SIZE, SUPPORTED_VERSIONS, type Hello, type Role } from './frames.js';
 
 export interface SessionOptions {
@@ -41,7 +41,6 @@ export interface SessionOptions {
   /** injectable time source (default: the real clock) */
   clock?: Clock;
 }
-
 
 function positiveInt(name: string, v: number | undefined, def: number, min: number, max: number): number {
   const x = v ?? def;
@@ -121,7 +120,7 @@ export function helloFor(o: ResolvedOptions): Hello {
 
 /** checks the peer's HELLO against this side's options: PROTO_ERR_BAD_HELLO or PROTO_ERR_VERSION_MISMATCH */
 export function negotiate(o: ResolvedOptions, h: Hello): Negotiated {
-  const badHello = (m: string) => protoError('PROTO_ERR_BAD_HELLO', m);
+  const badHello = (m: string): ProtocolError => protoError('PROTO_ERR_BAD_HELLO', m);
   if (h.role === o.role) throw badHello(`both sides claim the role "${h.role}"`);
   if (h.maxFrameSize < MIN_MAX_FRAME_SIZE || h.maxFrameSize > MAX_MAX_FRAME_SIZE) throw badHello(`maxFrameSize ${h.maxFrameSize} is outside ${MIN_MAX_FRAME_SIZE}..${MAX_MAX_FRAME_SIZE}`);
   if (h.streamWindow < 1024 || h.streamWindow > MAX_WINDOW) throw badHello(`streamWindow ${h.streamWindow} is outside 1024..${MAX_WINDOW}`);

@@ -8,25 +8,28 @@
  * writes columns, rows and end to it; every write waits for credit, and credit comes back only
  * when the opener's application has read what was sent.
  *
- * The session routes frames and owns what is session-wide (the stream table, the session
- * windows, liveness, drain). Each stream keeps its own state and window (stream-read.ts,
- * stream-write.ts); the session reaches them only through their methods.
+ * The session owns what is session-wide: HELLO, the session windows (flow-control.ts,
+ * send-queue.ts), liveness and floods (keepalive.ts), drain and close. Stream frames go to the
+ * stream table (streams.ts), which hands them to each stream's read or write half
+ * (stream-read.ts, stream-write.ts); each half keeps its own state and window.
  */
 import { realClock, type Clock, type TimerHandle } from './clock.js';
-import { FrameDecoder, encodeFrame, encodeRowsFrames } from './codec.js';
-import { CloseCode, ProtocolError, closeCodeFor, isProtoErrorCode, protoError, type ProtoErrorCode } from './errors.js';
-import { RecvWindow } from './flow-control.js';
-import { HEADER_SIZE, MAX_STREAM_ID, type DecodedFrame, type Frame, type GoawayInfo, type Hello, type QueryOpen, type Role, type Row } from './frames.js';
+import { FrameDecoder, encodeFrame } from './codec.js';
+import { CloseCode, ProtocolError, closeCodeFor, isProtoErrorCode, protoError } from './errors.js';
+import { RecvWindow, largestDataFrame } from './flow-control.js';
+import type { DecodedFrame, Frame, GoawayInfo, Hello, QueryOpen, Role } from './frames.js';
 import { FloodLimit, Keepalive } from './keepalive.js';
 import { SendQueue } from './send-queue.js';
 import { helloFor, negotiate, resolveOptions, type Negotiated, type ResolvedOptions, type SessionOptions } from './session-options.js';
-import { QueryStream, type ReadHost } from './stream-read.js';
-import { IncomingQuery, quiet, type WriteHost } from './stream-write.js';
+import type { QueryStream } from './stream-read.js';
+import { quiet } from './stream-write.js';
+import { Streams, errorMessageOf, type StreamHandler } from './streams.js';
 import type { Transport } from './transport.js';
 
 export type { Negotiated, SessionOptions } from './session-options.js';
 export { QueryStream, type StreamEvent, type StreamResult } from './stream-read.js';
 export { IncomingQuery } from './stream-write.js';
+export type { StreamHandler } from './streams.js';
 
 export interface SessionCloseInfo {
   code: number;
@@ -34,8 +37,6 @@ export interface SessionCloseInfo {
   /** null for a graceful close or drain */
   error: ProtocolError | null;
 }
-
-export type StreamHandler = (query: IncomingQuery) => void | Promise<void>;
 
 export interface SessionStats {
   state: 'hello' | 'open' | 'closed';
@@ -53,20 +54,7 @@ export interface SessionStats {
   peerDraining: boolean;
 }
 
-function errorCodeOf(err: unknown): string {
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && code.length > 0 && code.length <= 128 ? code : 'PROTO_ERR_HANDLER';
-}
-
-function errorMessageOf(err: unknown): string {
-  const m = (err as { message?: unknown } | null)?.message;
-  return typeof m === 'string' ? m.slice(0, 4096) : String(err).slice(0, 4096);
-}
-
 type State = 'hello' | 'open' | 'closed';
-
-/** the frames the acceptor sends on a stream this side opened */
-type ReadFrame = Extract<DecodedFrame, { type: 'COLUMNS' | 'ROWS' | 'END' | 'ERROR' }>;
 
 export class Session {
   readonly role: Role;
@@ -86,25 +74,11 @@ export class Session {
   #closeInfo: SessionCloseInfo | null = null;
   readonly #closeListeners: ((info: SessionCloseInfo) => void)[] = [];
   readonly #goawayListeners: ((g: GoawayInfo) => void)[] = [];
-  #handler: StreamHandler | null = null;
-
-  // streams
-  readonly #streams = new Map<number, QueryStream | IncomingQuery>();
-  readonly #readHost: ReadHost;
-  readonly #writeHost: WriteHost;
-  #nextLocalId: number;
-  #lastPeerId = 0;
-  #localOpen = 0;
-  #peerOpen = 0;
-
-  // flow control: receiving (what the peer may send over all streams)
+  readonly #streams: Streams;
+  /** what the peer may still send over all streams */
   readonly #recv: RecvWindow;
-  /** below this much credit left, a window's credit goes back at once (the sender may lack room for its next frame) */
-  readonly #creditBound: number;
-  // flow control: sending
+  /** what this side may still send over all streams, and the frames waiting for it */
   readonly #out: SendQueue;
-  #peerStreamWindow = 0;
-  #maxDataWire = 0;
 
   // timers and limits
   #helloTimer: TimerHandle | null = null;
@@ -113,7 +87,6 @@ export class Session {
 
   // drain
   #draining = false;
-  #goawayLastId = 0;
   #peerGoaway: GoawayInfo | null = null;
   readonly #drainWaiters: (() => void)[] = [];
   #drainTimer: TimerHandle | null = null;
@@ -124,9 +97,7 @@ export class Session {
     this.#t = transport;
     this.#clock = options.clock ?? realClock;
     this.#decoder = new FrameDecoder({ maxFrameSize: this.#o.maxFrameSize });
-    this.#nextLocalId = this.role === 'server' ? 1 : 2;
-    this.#creditBound = Math.min(this.#o.maxFrameSize + HEADER_SIZE, Math.floor(this.#o.streamWindow / 2), Math.floor(this.#o.sessionWindow / 2));
-    this.#recv = new RecvWindow(this.#o.sessionWindow, this.#creditBound);
+    this.#recv = new RecvWindow(this.#o.sessionWindow, largestDataFrame(this.#o));
     this.#out = new SendQueue(this.#o.maxQueuedBytes, (bytes) => this.#send(bytes));
     this.#flood = new FloodLimit(this.#clock, this.#o.maxControlFrames, this.#o.floodWindowMs);
     this.#keepalive = new Keepalive({
@@ -136,24 +107,16 @@ export class Session {
       sendPing: (data) => this.#sendFrame({ type: 'PING', streamId: 0, data }),
       onDead: (err) => this.#fail(err, true),
     });
-    this.#readHost = {
-      released: (s, cost) => this.#released(s, cost),
-      sendCancel: (s, reason) => {
-        if (this.#state !== 'open') return;
-        this.#sendFrame(reason === undefined ? { type: 'CANCEL', streamId: s.id } : { type: 'CANCEL', streamId: s.id, reason: reason.slice(0, 4096) });
-      },
-    };
-    this.#writeHost = {
-      encodeData: (frame) => this.#encodeData(frame),
-      encodeRows: (streamId, rows) => this.#encodeRows(streamId, rows),
-      refuseQueued: (bytes) => this.#out.refuse(bytes),
-      queued: (q, bytes) => this.#out.queued(q, bytes),
-      dropped: (q, bytes) => this.#out.dropped(q, bytes),
-      sendError: (q, error) => {
-        if (this.#state === 'open') this.#sendFrame({ type: 'ERROR', streamId: q.id, error });
-      },
-      closed: (q) => this.#unregister(q),
-    };
+    this.#streams = new Streams(this.role, {
+      options: this.#o,
+      clock: this.#clock,
+      recv: this.#recv,
+      out: this.#out,
+      flood: this.#flood,
+      isOpen: () => this.#state === 'open',
+      send: (bytes) => this.#send(bytes),
+      removed: () => this.#checkDrained(),
+    });
     this.ready = quiet(
       new Promise<Negotiated>((resolve, reject) => {
         this.#resolveReady = resolve;
@@ -187,7 +150,7 @@ export class Session {
 
   /** Registers the handler for streams the peer opens (one handler; a later call replaces it). */
   onStream(handler: StreamHandler): void {
-    this.#handler = handler;
+    this.#streams.handler = handler;
   }
 
   onClose(cb: (info: SessionCloseInfo) => void): void {
@@ -225,19 +188,7 @@ export class Session {
     if (this.#state !== 'open' || !this.#negotiated) throw protoError('PROTO_ERR_NOT_READY');
     if (this.#draining) throw protoError('PROTO_ERR_GOAWAY', 'this session is draining');
     if (this.#peerGoaway) throw protoError('PROTO_ERR_GOAWAY', 'the peer is draining');
-    if (open === null || typeof open !== 'object' || typeof open.statement !== 'string') throw protoError('PROTO_ERR_INVALID_ARGUMENT', 'open.statement must be a string');
-    if (this.#localOpen >= this.#negotiated.peer.maxConcurrentStreams) {
-      throw protoError('PROTO_ERR_STREAM_LIMIT', `the peer accepts ${this.#negotiated.peer.maxConcurrentStreams} concurrent streams`);
-    }
-    const id = this.#nextLocalId;
-    if (id > MAX_STREAM_ID) throw protoError('PROTO_ERR_STREAM_LIMIT', 'stream ids are exhausted: open a new session');
-    const bytes = encodeFrame({ type: 'OPEN', streamId: id, open }, { maxFrameSize: this.#negotiated.peer.maxFrameSize });
-    this.#nextLocalId += 2;
-    const s = new QueryStream(this.#readHost, id, open, this.#o.streamWindow, this.#creditBound);
-    this.#streams.set(id, s);
-    this.#localOpen++;
-    this.#send(bytes);
-    return s;
+    return this.#streams.open(open);
   }
 
   /**
@@ -254,8 +205,7 @@ export class Session {
     const p = new Promise<void>((resolve) => this.#drainWaiters.push(resolve));
     if (!this.#draining) {
       this.#draining = true;
-      this.#goawayLastId = this.#lastPeerId;
-      const goaway: GoawayInfo = { lastStreamId: this.#goawayLastId, code: 'PROTO_ERR_GOAWAY' };
+      const goaway: GoawayInfo = { lastStreamId: this.#streams.stopAccepting(), code: 'PROTO_ERR_GOAWAY' };
       if (opts.message !== undefined) goaway.message = opts.message.slice(0, 4096);
       this.#sendFrame({ type: 'GOAWAY', streamId: 0, goaway });
     }
@@ -272,40 +222,6 @@ export class Session {
   /** Closes now: every open stream fails with PROTO_ERR_SESSION_CLOSED. */
   close(code: number = CloseCode.NORMAL, reason = 'closed'): void {
     this.#shutdown({ code, reason, error: null }, protoError('PROTO_ERR_SESSION_CLOSED', `session closed: ${reason}`), false);
-  }
-
-  // ------------------------------------------------------------ serving the streams
-
-  #encodeData(frame: Frame): Buffer {
-    const bytes = encodeFrame(frame, { maxFrameSize: this.#negotiated?.peer.maxFrameSize ?? 0 });
-    if (bytes.length > this.#maxDataWire) throw protoError('PROTO_ERR_FRAME_TOO_LARGE', `${frame.type} frame of ${bytes.length} bytes is larger than half the peer's window`);
-    return bytes;
-  }
-
-  #encodeRows(streamId: number, rows: Row[]): Buffer[] {
-    const max = this.#maxDataWire - HEADER_SIZE;
-    return encodeRowsFrames(streamId, rows, { targetPayload: Math.min(this.#o.dataFrameSize, max), maxPayload: max });
-  }
-
-  /** the application read past `cost` bytes of stream `s` (or they were dropped): return credit, session-wide and to the stream */
-  #released(s: QueryStream, cost: number): void {
-    if (this.#state !== 'open') return;
-    const inc = this.#recv.release(cost);
-    if (inc > 0) this.#sendFrame({ type: 'CREDIT', streamId: 0, increment: inc });
-    const streamInc = s.releaseCredit(cost);
-    if (streamInc > 0) this.#sendFrame({ type: 'CREDIT', streamId: s.id, increment: streamInc });
-  }
-
-  #unregister(s: QueryStream | IncomingQuery): void {
-    if (this.#streams.get(s.id) !== s) return;
-    this.#streams.delete(s.id);
-    if (s instanceof QueryStream) {
-      this.#localOpen--;
-    } else {
-      this.#peerOpen--;
-      this.#out.forget(s);
-    }
-    this.#checkDrained();
   }
 
   // ------------------------------------------------------------ sending
@@ -362,112 +278,23 @@ export class Session {
         return this.#onGoaway(f.goaway);
       case 'ERROR':
         if (f.streamId === 0) return this.#remoteFatal(f.error.code, f.error.message);
-        return this.#onStreamFrame(f);
+        return this.#streams.onFrame(f);
       case 'CREDIT':
         if (f.streamId === 0) {
           this.#flood.count();
           this.#out.grant(f.increment);
           return;
         }
-        return this.#onStreamFrame(f);
+        return this.#streams.onFrame(f);
       default:
-        return this.#onStreamFrame(f);
-    }
-  }
-
-  #isLocalId(id: number): boolean {
-    return (id % 2 === 1) === (this.role === 'server');
-  }
-
-  #onStreamFrame(f: DecodedFrame): void {
-    const id = f.streamId;
-    const local = this.#isLocalId(id);
-    if (f.type === 'OPEN') {
-      if (local) throw protoError('PROTO_ERR_STREAM_ID', `OPEN with stream id ${id}, which has this side's parity`);
-      if (id <= this.#lastPeerId) throw protoError('PROTO_ERR_STREAM_ID', `OPEN with stream id ${id}, not above the last one (${this.#lastPeerId}): reused or out of order`);
-      this.#lastPeerId = id;
-      return this.#accept(id, f.open);
-    }
-    if (local) {
-      // a stream this side opened: the peer sends COLUMNS / ROWS / END / ERROR
-      if (f.type !== 'COLUMNS' && f.type !== 'ROWS' && f.type !== 'END' && f.type !== 'ERROR') {
-        throw protoError('PROTO_ERR_UNEXPECTED_FRAME', `${f.type} on stream ${id}, which this side opened`);
-      }
-      const s = this.#streams.get(id);
-      if (!s) {
-        if (id >= this.#nextLocalId) throw protoError('PROTO_ERR_STREAM_ID', `${f.type} on stream ${id}, which was never opened`);
-        throw protoError('PROTO_ERR_STREAM_CLOSED', `${f.type} on stream ${id} after its END or ERROR`);
-      }
-      return this.#onReadFrame(s as QueryStream, f);
-    }
-    // a stream the peer opened: it sends CANCEL / CREDIT
-    if (f.type !== 'CANCEL' && f.type !== 'CREDIT') throw protoError('PROTO_ERR_UNEXPECTED_FRAME', `${f.type} on stream ${id}, which the peer opened`);
-    if (id > this.#lastPeerId) throw protoError('PROTO_ERR_STREAM_ID', `${f.type} on stream ${id}, which was never opened`);
-    this.#flood.count();
-    const q = this.#streams.get(id) as IncomingQuery | undefined;
-    // after this side's END or ERROR, a CANCEL or CREDIT may still cross it on the wire
-    if (!q) return;
-    if (f.type === 'CANCEL') {
-      const err = protoError('PROTO_ERR_CANCELLED', f.reason === undefined ? 'cancelled by the peer' : `cancelled by the peer: ${f.reason}`);
-      this.#sendFrame({ type: 'ERROR', streamId: id, error: { code: 'PROTO_ERR_CANCELLED', message: err.message } });
-      q.abort(err);
-      return;
-    }
-    q.grant(f.increment);
-    this.#out.pump();
-  }
-
-  #onReadFrame(s: QueryStream, f: ReadFrame): void {
-    if (f.type === 'ERROR') {
-      this.#unregister(s);
-      s.receiveError(f.error);
-      return;
-    }
-    // flow-controlled: charge the windows (and check the order) before anything else
-    const cost = HEADER_SIZE + f.payloadLength;
-    s.admit(f.type, cost, this.#recv);
-    if (f.type === 'ROWS' && f.rows.length === 0) this.#flood.count();
-    if (f.type === 'END') this.#unregister(s);
-    // a reset stream drops it and returns the credit: charged to the windows, so bounded, and not counted as a control frame
-    s.receive(f, cost);
-  }
-
-  #accept(id: number, open: QueryOpen): void {
-    const refuse = (code: ProtoErrorCode, message: string, retryable?: boolean): void => {
-      const error: { code: string; message: string; retryable?: boolean } = { code, message };
-      if (retryable !== undefined) error.retryable = retryable;
-      // refusals cost this side a frame each: count them against the flood limit
-      this.#flood.count();
-      this.#sendFrame({ type: 'ERROR', streamId: id, error });
-    };
-    if (this.#draining && id > this.#goawayLastId) return refuse('PROTO_ERR_GOAWAY', 'session is draining', true);
-    if (this.#peerOpen >= this.#o.maxConcurrentStreams) return refuse('PROTO_ERR_STREAM_LIMIT', `at most ${this.#o.maxConcurrentStreams} concurrent streams`, true);
-    const handler = this.#handler;
-    if (!handler) return refuse('PROTO_ERR_NO_HANDLER', 'no stream handler is registered');
-    const q = new IncomingQuery(this.#writeHost, id, open, this.#peerStreamWindow);
-    this.#streams.set(id, q);
-    this.#peerOpen++;
-    if (open.timeoutMs !== undefined) q.startDeadline(this.#clock, open.timeoutMs);
-    const onError = (err: unknown): void => {
-      q.fail(errorCodeOf(err), errorMessageOf(err));
-    };
-    try {
-      const r = handler(q);
-      if (r && typeof (r as Promise<void>).then === 'function') {
-        (r as Promise<void>).then(() => {
-          if (q.isOpen) q.fail('PROTO_ERR_HANDLER', 'stream handler returned without ending the stream');
-        }, onError);
-      }
-    } catch (err) {
-      onError(err);
+        return this.#streams.onFrame(f);
     }
   }
 
   #onHello(h: Hello): void {
     this.#negotiated = negotiate(this.#o, h);
-    this.#peerStreamWindow = h.streamWindow;
+    this.#streams.start(h);
     this.#out.open(h.sessionWindow);
-    this.#maxDataWire = Math.min(h.maxFrameSize + HEADER_SIZE, Math.floor(h.streamWindow / 2), Math.floor(h.sessionWindow / 2));
     this.#state = 'open';
     if (this.#helloTimer !== null) this.#clock.clearTimeout(this.#helloTimer);
     this.#helloTimer = null;
@@ -481,13 +308,7 @@ export class Session {
       if (g.lastStreamId > this.#peerGoaway.lastStreamId) throw protoError('PROTO_ERR_UNEXPECTED_FRAME', 'GOAWAY raised lastStreamId');
     }
     this.#peerGoaway = g;
-    // streams this side opened that the peer will not serve: fail them now (retryable), and
-    // keep them registered until the peer's refusal arrives
-    for (const s of this.#streams.values()) {
-      if (s instanceof QueryStream && s.id > g.lastStreamId && !s.finished) {
-        s.reset(protoError('PROTO_ERR_GOAWAY', 'the peer is draining and did not accept this stream', { retryable: true }));
-      }
-    }
+    this.#streams.peerGoaway(g.lastStreamId);
     for (const cb of this.#goawayListeners) {
       try {
         cb(g);
@@ -543,13 +364,8 @@ export class Session {
         // already closed
       }
     }
-    const streams = [...this.#streams.values()];
-    this.#streams.clear();
     this.#out.close();
-    for (const s of streams) {
-      if (s instanceof QueryStream) s.sessionClosed(streamError);
-      else s.abort(streamError);
-    }
+    this.#streams.closeAll(streamError);
     this.#rejectReady(streamError);
     for (const w of this.#drainWaiters.splice(0)) w();
     this.#resolveClosed(info);
