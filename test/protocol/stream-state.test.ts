@@ -1,16 +1,7 @@
 import t from 'tap';
 import { StreamState, type IncomingQuery, type ProtocolError, type Row } from '../../protocol/index.js';
 import { READ_TRANSITIONS, WRITE_TRANSITIONS, transition } from '../../protocol/stream-state.js';
-import { rawPeer, settle } from './fixtures/peers.js';
-
-async function code(p: Promise<unknown>): Promise<string | undefined> {
-  try {
-    await p;
-    return undefined;
-  } catch (err) {
-    return (err as ProtocolError).code;
-  }
-}
+import { code, rawPeer, settle } from './fixtures/peers.js';
 
 t.test('the transition tables: each half moves only forward, and Closed is final', async (t) => {
   t.same(READ_TRANSITIONS, {
