@@ -84,17 +84,17 @@ export class SendQueue {
     while (progress && this.#sendable.size > 0 && !this.#closed) {
       progress = false;
       for (const q of this.#sendable) {
-        if (!q.hasQueued) {
+        if (!q._hasQueued) {
           this.#sendable.delete(q);
           continue;
         }
-        const p = q.takeSendable(this.#window);
+        const p = q._takeSendable(this.#window);
         if (p === null) continue;
         this.#queuedBytes -= p.cost;
         this.#send(p.bytes);
         progress = true;
-        if (!q.hasQueued) this.#sendable.delete(q);
-        q.sent(p);
+        if (!q._hasQueued) this.#sendable.delete(q);
+        q._sent(p);
       }
     }
   }

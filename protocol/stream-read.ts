@@ -1,8 +1,8 @@
 /**
  * The read half of a stream: the side that opened it (sent OPEN) and reads COLUMNS, ROWS and END
  * (or ERROR). It owns its receive window and its lifecycle (stream-state.ts); the session hands it
- * frames and asks it for credit through the methods marked @internal, and it reaches the session
- * only through `ReadHost`.
+ * frames and asks it for credit through its `_` methods (@internal: not for applications), and it
+ * reaches the session only through `ReadHost`.
  */
 import { ProtocolError, protoError } from './errors.js';
 import { RecvWindow, chargeReceived } from './flow-control.js';
@@ -106,7 +106,7 @@ export class QueryStream implements AsyncIterableIterator<StreamEvent> {
     if (this.finished) return;
     const err = protoError('PROTO_ERR_CANCELLED', reason === undefined ? 'stream was cancelled' : `stream was cancelled: ${reason}`);
     if (this.#state === StreamState.Open) this.#host.sendCancel(this, reason);
-    this.reset(err);
+    this._reset(err);
   }
 
   /** reads the whole stream */
@@ -127,7 +127,7 @@ export class QueryStream implements AsyncIterableIterator<StreamEvent> {
    * session's, and checks it against the frames before it. Throws (a session error) when it
    * does not fit or is out of order.
    */
-  admit(type: FrameTypeName, cost: number, session: RecvWindow): void {
+  _admit(type: FrameTypeName, cost: number, session: RecvWindow): void {
     chargeReceived(this.#window, session, cost, this.id);
     if (type === 'COLUMNS') {
       if (this.#columnsSeen) throw protoError('PROTO_ERR_UNEXPECTED_FRAME', `COLUMNS on stream ${this.id} after columns or rows`);
@@ -138,7 +138,7 @@ export class QueryStream implements AsyncIterableIterator<StreamEvent> {
   }
 
   /** @internal an admitted frame: queued for the application, or dropped (and credited) once the stream is reset */
-  receive(f: ColumnsFrame | RowsFrame | EndFrame, cost: number): void {
+  _receive(f: ColumnsFrame | RowsFrame | EndFrame, cost: number): void {
     if (this.#state !== StreamState.Open) {
       if (f.type === 'END' && this.#state === StreamState.Reset) this.#to(StreamState.Closed);
       this.#host.released(this, cost);
@@ -153,7 +153,7 @@ export class QueryStream implements AsyncIterableIterator<StreamEvent> {
   }
 
   /** @internal the peer ended the stream with ERROR: the application reads it after what came before */
-  receiveError(error: ErrorInfo): void {
+  _receiveError(error: ErrorInfo): void {
     if (this.#state !== StreamState.Open) return this.#peerGone();
     this.#to(StreamState.RemoteClosed);
     const err = new ProtocolError(error.code, error.message, { remote: true, retryable: error.retryable ?? error.code === 'PROTO_ERR_GOAWAY', detail: error.detail });
@@ -161,7 +161,7 @@ export class QueryStream implements AsyncIterableIterator<StreamEvent> {
   }
 
   /** @internal the session closed: like an ERROR from the peer, with the session's reason */
-  sessionClosed(err: ProtocolError): void {
+  _sessionClosed(err: ProtocolError): void {
     if (this.#state !== StreamState.Open) return this.#peerGone();
     this.#to(StreamState.RemoteClosed);
     this.#push({ error: err, cost: 0 });
@@ -171,7 +171,7 @@ export class QueryStream implements AsyncIterableIterator<StreamEvent> {
    * @internal abandons the stream here (cancelled, or refused by the peer's GOAWAY): drops what
    * is buffered, returning its credit, and fails the iterator with `err`. No-op once finished.
    */
-  reset(err: ProtocolError): void {
+  _reset(err: ProtocolError): void {
     if (this.finished) return;
     this.#to(this.#state === StreamState.Open ? StreamState.Reset : StreamState.Closed);
     let c = this.#held;
@@ -189,7 +189,7 @@ export class QueryStream implements AsyncIterableIterator<StreamEvent> {
   }
 
   /** @internal `cost` bytes were read: the stream credit to send back now (0 to keep batching, or when the peer sends no more) */
-  releaseCredit(cost: number): number {
+  _releaseCredit(cost: number): number {
     return this.#state === StreamState.Open ? this.#window.release(cost) : 0;
   }
 

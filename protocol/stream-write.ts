@@ -2,7 +2,8 @@
  * The write half of a stream: the side that accepted it (got OPEN) and writes COLUMNS, ROWS and
  * END (or ERROR). It owns its send window, its queue of frames waiting for credit and its
  * lifecycle (stream-state.ts); the session's send queue (send-queue.ts) takes frames from it when
- * credit allows, and it reaches the session only through `WriteHost`.
+ * credit allows, through its `_` methods (@internal: not for applications), and it reaches the
+ * session only through `WriteHost`.
  */
 import type { Clock, TimerHandle } from './clock.js';
 import { ProtocolError, protoError } from './errors.js';
@@ -144,18 +145,18 @@ export class IncomingQuery {
   // ------------------------------------------------------------ called by the session
 
   /** @internal fails the stream with PROTO_ERR_DEADLINE after `ms` */
-  startDeadline(clock: Clock, ms: number): void {
+  _startDeadline(clock: Clock, ms: number): void {
     const handle = clock.setTimeout(() => this.fail('PROTO_ERR_DEADLINE', `stream ran past its deadline of ${ms} ms`), ms);
     this.#deadline = { clock, handle };
   }
 
   /** @internal a CREDIT frame for this stream; throws PROTO_ERR_WINDOW_OVERFLOW */
-  grant(increment: number): void {
+  _grant(increment: number): void {
     this.#window.grant(increment, `stream ${this.id}`);
   }
 
   /** @internal true while frames wait for credit */
-  get hasQueued(): boolean {
+  get _hasQueued(): boolean {
     return this.#queue.length > 0;
   }
 
@@ -163,7 +164,7 @@ export class IncomingQuery {
    * @internal the next queued frame if both this stream's window and the session's admit it,
    * charged to both and taken off the queue; null when either lacks the credit.
    */
-  takeSendable(session: SendWindow): Pending | null {
+  _takeSendable(session: SendWindow): Pending | null {
     const head = this.#queue[0];
     if (!head || !this.#window.fits(head.cost) || !session.fits(head.cost)) return null;
     this.#queue.shift();
@@ -172,14 +173,14 @@ export class IncomingQuery {
     return head;
   }
 
-  /** @internal a frame from `takeSendable` is on the wire */
-  sent(p: Pending): void {
+  /** @internal a frame from `_takeSendable` is on the wire */
+  _sent(p: Pending): void {
     p.done?.resolve();
     if (p.isEnd) this.#close(null);
   }
 
   /** @internal the peer cancelled the stream, or the session closed: rejects queued writes, aborts the signal */
-  abort(err: ProtocolError): void {
+  _abort(err: ProtocolError): void {
     this.#close(err);
   }
 

@@ -136,7 +136,7 @@ export class Streams {
   peerGoaway(lastStreamId: number): void {
     for (const s of this.#map.values()) {
       if (s instanceof QueryStream && s.id > lastStreamId && !s.finished) {
-        s.reset(protoError('PROTO_ERR_GOAWAY', 'the peer is draining and did not accept this stream', { retryable: true }));
+        s._reset(protoError('PROTO_ERR_GOAWAY', 'the peer is draining and did not accept this stream', { retryable: true }));
       }
     }
   }
@@ -146,8 +146,8 @@ export class Streams {
     const streams = [...this.#map.values()];
     this.#map.clear();
     for (const s of streams) {
-      if (s instanceof QueryStream) s.sessionClosed(err);
-      else s.abort(err);
+      if (s instanceof QueryStream) s._sessionClosed(err);
+      else s._abort(err);
     }
   }
 
@@ -183,10 +183,10 @@ export class Streams {
     if (f.type === 'CANCEL') {
       const err = protoError('PROTO_ERR_CANCELLED', f.reason === undefined ? 'cancelled by the peer' : `cancelled by the peer: ${f.reason}`);
       this.#sendFrame({ type: 'ERROR', streamId: id, error: { code: 'PROTO_ERR_CANCELLED', message: err.message } });
-      q.abort(err);
+      q._abort(err);
       return;
     }
-    q.grant(f.increment);
+    q._grant(f.increment);
     this.#c.out.pump();
   }
 
@@ -199,16 +199,16 @@ export class Streams {
   #onReadFrame(s: QueryStream, f: ReadFrame): void {
     if (f.type === 'ERROR') {
       this.#unregister(s);
-      s.receiveError(f.error);
+      s._receiveError(f.error);
       return;
     }
     // flow-controlled: charge the windows (and check the order) before anything else
     const cost = HEADER_SIZE + f.payloadLength;
-    s.admit(f.type, cost, this.#c.recv);
+    s._admit(f.type, cost, this.#c.recv);
     if (f.type === 'ROWS' && f.rows.length === 0) this.#c.flood.count();
     if (f.type === 'END') this.#unregister(s);
     // a reset stream drops it and returns the credit: charged to the windows, so bounded, and not counted as a control frame
-    s.receive(f, cost);
+    s._receive(f, cost);
   }
 
   #accept(id: number, open: QueryOpen): void {
@@ -227,7 +227,7 @@ export class Streams {
     const q = new IncomingQuery(this.#writeHost, id, open, this.#peerStreamWindow);
     this.#map.set(id, q);
     this.#peerOpen++;
-    if (open.timeoutMs !== undefined) q.startDeadline(this.#c.clock, open.timeoutMs);
+    if (open.timeoutMs !== undefined) q._startDeadline(this.#c.clock, open.timeoutMs);
     const onError = (err: unknown): void => {
       q.fail(errorCodeOf(err), errorMessageOf(err));
     };
@@ -259,7 +259,7 @@ export class Streams {
     if (!this.#c.isOpen()) return;
     const inc = this.#c.recv.release(cost);
     if (inc > 0) this.#sendFrame({ type: 'CREDIT', streamId: 0, increment: inc });
-    const streamInc = s.releaseCredit(cost);
+    const streamInc = s._releaseCredit(cost);
     if (streamInc > 0) this.#sendFrame({ type: 'CREDIT', streamId: s.id, increment: streamInc });
   }
 
