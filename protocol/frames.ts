@@ -10,6 +10,8 @@ export const SUPPORTED_VERSIONS: readonly number[] = [1];
 /** header: u8 version, u8 type, u16 flags, u32 stream id, u32 payload length (big-endian) */
 export const HEADER_SIZE = 12;
 export const MAX_STREAM_ID = 0xffff_ffff;
+/** largest value of a u32 header or payload field */
+export const MAX_U32 = 0xffff_ffff;
 /** largest window either side may advertise (and largest a window may ever grow to) */
 export const MAX_WINDOW = 0x7fff_ffff;
 /** bounds on the maximum frame size a side may advertise */

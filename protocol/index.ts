@@ -50,18 +50,12 @@ export { ByteReader, ByteWriter, ValueTag, varintSize } from './values.js';
 export { DEFAULT_MAX_FRAME_SIZE, FrameDecoder, decodePayload, encodeFrame, encodeRowsFrames, type DecoderOptions, type RowsEncodeOptions } from './codec.js';
 export { ManualClock, realClock, type Clock, type TimerHandle } from './clock.js';
 export { memoryTransportPair, type MemoryTransport, type Transport } from './transport.js';
-export {
-  IncomingQuery,
-  QueryStream,
-  Session,
-  type Negotiated,
-  type SessionCloseInfo,
-  type SessionOptions,
-  type SessionStats,
-  type StreamEvent,
-  type StreamHandler,
-  type StreamResult,
-} from './session.js';
-/** the opener's side of a stream */
-export type { QueryStream as Stream } from './session.js';
+export { Session, type SessionCloseInfo, type SessionStats } from './session.js';
+export type { Negotiated, SessionOptions } from './session-options.js';
+export type { StreamHandler } from './streams.js';
+/** the opener's side of a stream (reads), and the acceptor's (writes); each in one `StreamState` */
+export { QueryStream, type StreamEvent, type StreamResult } from './stream-read.js';
+export { IncomingQuery } from './stream-write.js';
+export { StreamState } from './stream-state.js';
+export type { QueryStream as Stream } from './stream-read.js';
 export { webSocketTransport, type WebSocketLike } from './websocket.js';

@@ -10,7 +10,7 @@ import {
   type Row,
   type StreamEvent,
 } from '../../protocol/index.js';
-import { pair, rawPeer, settle, settleN, type RawPeer } from './fixtures/peers.js';
+import { code, pair, rawPeer, settle, settleN, type RawPeer } from './fixtures/peers.js';
 
 function deferred<T = void>(): { promise: Promise<T>; resolve: (v: T) => void; reject: (e: unknown) => void } {
   let resolve!: (v: T) => void;
@@ -20,15 +20,6 @@ function deferred<T = void>(): { promise: Promise<T>; resolve: (v: T) => void; r
     reject = rej;
   });
   return { promise, resolve, reject };
-}
-
-async function code(p: Promise<unknown>): Promise<string | undefined> {
-  try {
-    await p;
-    return undefined;
-  } catch (err) {
-    return (err as ProtocolError).code;
-  }
 }
 
 function syncCode(fn: () => unknown): string | undefined {
