@@ -25,17 +25,13 @@ import { loadModule, parseSync } from 'pgsql-parser';
 
 import { ALLOWED_EXPLAIN_OPTIONS } from './allowlists.js';
 import { deparser } from './deparse.js';
-import { SqlPolicyError, violation } from './errors.js';
+import { rewriteFailed, SqlPolicyError, violation } from './errors.js';
+import type { Obj } from './grammar.js';
+import { quoteIdent } from './quote.js';
 import { makeResolver as makeTableResolver } from './resolver.js';
-import {
-  type Obj,
-  quoteName,
-  type Resolver,
-  rewriteFailed,
-  statementName,
-  type Template,
-  Walker,
-} from './walker.js';
+import type { Resolver, Template } from './rewrite.js';
+import { statementName } from './statement-names.js';
+import { Walker } from './walker.js';
 
 export { SqlPolicyError } from './errors.js';
 export { periodPredicate, type PeriodBounds } from './period.js';
@@ -171,7 +167,7 @@ function templateFor(entry: ScopedTable): Template {
   const hit = templates.get(key);
   if (hit) return hit;
 
-  const from = `${quoteName(entry.schema)}.${quoteName(entry.table)}`;
+  const from = `${quoteIdent(entry.schema)}.${quoteIdent(entry.table)}`;
   let template: Template;
   if (entry.predicate === null) {
     const select = trustedSelect(`SELECT * FROM ${from}`, entry);
