@@ -11,7 +11,7 @@
  */
 
 export class GateError extends Error {
-  readonly code: 'GATE_ERR_TIMEOUT' | 'GATE_ERR_CLOSED';
+  readonly code: 'GATE_ERR_TIMEOUT' | 'GATE_ERR_ABORTED' | 'GATE_ERR_CLOSED';
   constructor(code: GateError['code'], message: string) {
     super(message);
     this.name = 'GateError';
@@ -45,22 +45,40 @@ export class FairGate {
     this.trialCapacity = Math.max(1, Math.min(trialCapacity, this.capacity));
   }
 
-  /** Wait for a place; resolves with its release function (call it exactly once). */
-  acquire(tenant: string, timeoutMs: number, opts: { trial?: boolean } = {}): Promise<() => void> {
+  /**
+   * Wait for a place; resolves with its release function (call it exactly once). A wait ends
+   * after `timeoutMs` (GATE_ERR_TIMEOUT), or at once when `signal` aborts (GATE_ERR_ABORTED: a
+   * deadline or a revocation the caller keeps), and then holds no place in the queue.
+   */
+  acquire(tenant: string, timeoutMs: number, opts: { trial?: boolean; signal?: AbortSignal } = {}): Promise<() => void> {
     if (this.closed) return Promise.reject(new GateError('GATE_ERR_CLOSED', 'the engine is shutting down'));
     const trial = opts.trial === true;
+    const signal = opts.signal;
+    if (signal?.aborted) return Promise.reject(new GateError('GATE_ERR_ABORTED', 'the wait for the engine was stopped'));
     return new Promise((resolve, reject) => {
+      const onAbort = (): void => {
+        clearTimeout(waiter.timer);
+        this.dequeue(waiter);
+        reject(new GateError('GATE_ERR_ABORTED', 'the wait for the engine was stopped'));
+      };
       const waiter: Waiter = {
         tenant,
         trial,
-        grant: () => resolve(this.releaser(tenant, trial)),
-        fail: reject,
+        grant: () => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve(this.releaser(tenant, trial));
+        },
+        fail: (err) => {
+          signal?.removeEventListener('abort', onAbort);
+          reject(err);
+        },
         timer: undefined,
       };
       waiter.timer = setTimeout(() => {
         this.dequeue(waiter);
-        reject(new GateError('GATE_ERR_TIMEOUT', `waited ${timeoutMs} ms for the engine`));
+        waiter.fail(new GateError('GATE_ERR_TIMEOUT', `waited ${timeoutMs} ms for the engine`));
       }, Math.max(0, timeoutMs));
+      signal?.addEventListener('abort', onAbort, { once: true });
       const q = this.queues.get(tenant);
       if (q) q.push(waiter);
       else {

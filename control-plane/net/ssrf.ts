@@ -287,6 +287,12 @@ export interface GuardedRequestOptions extends GuardOptions {
   readonly signal?: AbortSignal;
   /** extra TLS options (e.g. a test CA); never used to disable verification in production */
   readonly tls?: Pick<https.RequestOptions, 'ca' | 'rejectUnauthorized' | 'servername'>;
+  /**
+   * Asked once the status is known: a function given the body's pieces as they arrive, under the
+   * same cap, instead of keeping them (the answer's `body` is then empty), or undefined to keep
+   * them. What it throws ends the request and is what the request rejects with.
+   */
+  readonly sink?: (status: number) => ((piece: Buffer) => void) | undefined;
 }
 
 export interface GuardedResponse {
@@ -311,7 +317,7 @@ export async function guardedRequest(url: string | URL, options: GuardedRequestO
 
   return new Promise<GuardedResponse>((resolve, reject) => {
     let settled = false;
-    const finish = (err: NetError | undefined, res?: GuardedResponse): void => {
+    const finish = (err: Error | undefined, res?: GuardedResponse): void => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
@@ -345,20 +351,33 @@ export async function guardedRequest(url: string | URL, options: GuardedRequestO
       const chunks: Buffer[] = [];
       let kept = 0;
       let truncated = false;
+      let sink: ((piece: Buffer) => void) | undefined;
+      const keep = (piece: Buffer): void => {
+        if (!sink) return void chunks.push(piece);
+        try {
+          sink(piece);
+        } catch (err) {
+          finish(err instanceof Error ? err : new Error(String(err)));
+        }
+      };
       const done = (): void =>
         finish(undefined, { status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks), truncated, remoteAddress: res.socket?.remoteAddress });
+      try {
+        sink = options.sink?.(res.statusCode ?? 0);
+      } catch (err) {
+        return finish(err instanceof Error ? err : new Error(String(err)));
+      }
       res.on('data', (chunk: Buffer) => {
-        if (truncated) return;
+        if (truncated || settled) return;
         const room = cap - kept;
         if (chunk.length <= room) {
-          chunks.push(chunk);
           kept += chunk.length;
-          return;
+          return keep(chunk);
         }
         if (options.onOverflow === 'error') return finish(new NetError('NET_ERR_RESPONSE_TOO_LARGE', `the response body is over ${cap} bytes`));
-        chunks.push(chunk.subarray(0, room));
         kept = cap;
         truncated = true;
+        keep(chunk.subarray(0, room));
         done();
         res.destroy();
       });

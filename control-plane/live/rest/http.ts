@@ -38,6 +38,8 @@ export interface HttpCall {
   readonly url: URL;
   readonly headers: Readonly<Record<string, string>>;
   readonly body?: string;
+  /** reads a success's body as it arrives instead of keeping it (see guardedRequest's `sink`); asked again for each attempt */
+  readonly sink?: (status: number) => ((piece: Buffer) => void) | undefined;
 }
 
 const MAX_WAIT_MS = 60_000;
@@ -135,6 +137,7 @@ export async function call(p: RequestPolicy, c: HttpCall, acceptRedirect = false
         method: c.method,
         headers: c.headers,
         ...(c.body !== undefined ? { body: c.body } : {}),
+        ...(c.sink ? { sink: c.sink } : {}),
         timeoutMs: left,
         maxResponseBytes: p.maxBytes,
         onOverflow: 'error',

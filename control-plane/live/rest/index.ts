@@ -19,7 +19,8 @@ import { GITHUB, HUBSPOT, SALESFORCE, STRIPE } from './apis/index.js';
 import { fileSpecs, REST_CREDENTIAL_KINDS } from './credentials.js';
 import { EnginePool, QueryDatabase, querySchema } from './engine.js';
 import { fetchTable, windowsOf, type TableFetch } from './fetch.js';
-import { loadFile } from './files.js';
+import type { FileSpec, LoadedFile } from './files.js';
+import { FileDownloads, type FileReads } from './downloads.js';
 import type { RequestPolicy } from './http.js';
 import type { ApiSpec } from './spec.js';
 import { definedTable, type SchemaListing } from '../../query/schema.js';
@@ -256,45 +257,32 @@ function discover(sqlText: string, schema: string, physical: string, initial: Re
   return { policy, checked: checkAndRewrite(sqlText, policy) };
 }
 
-/** A file listing that waited its whole deadline for its organization's turn. */
-function listingBusy(): ApiError {
-  return new ApiError(
-    'rate_limited',
-    "another listing of this organization's files was still reading them when this one's deadline came; nothing was fetched: retry when it finishes",
-    { reason: 'listing_busy', retry_after_seconds: 1 },
-    { 'Retry-After': '1' },
-  );
+/** 429 for a file listing or statement that waited its whole deadline for its turn: nothing was fetched. */
+function filesBusy(reason: 'listing_busy' | 'downloads_busy', message: string): ApiError {
+  return new ApiError('rate_limited', message, { reason, retry_after_seconds: 1 }, { 'Retry-After': '1' });
 }
+
+/** A file listing that waited its whole deadline for its organization's turn. */
+const listingBusy = (): ApiError =>
+  filesBusy('listing_busy', "another listing of this organization's files was still reading them when this one's deadline came; nothing was fetched: retry when it finishes");
+
+/** A statement or listing that waited its whole deadline for a place to download its files. */
+const downloadsBusy = (): ApiError =>
+  filesBusy(
+    'downloads_busy',
+    "every place for downloading files was taken (by this organization's other file statements and listings, or by as many as the server runs at once) until this statement's deadline; nothing was fetched or charged: retry when they finish, or send fewer at once",
+  );
 
 /**
  * A place among the file listings running (`listings`, one per organization), waited for until
- * `signal` aborts (the deadline, a revocation, the shutdown): then `listing_busy`, and a place
- * granted later is given back at once.
+ * `signal` aborts (the deadline, a revocation, the shutdown): then `listing_busy`.
  */
-function admitted(listings: FairGate, orgId: string, signal: AbortSignal, deadline: number): Promise<() => void> {
-  const waiting = listings.acquire(orgId, Math.max(0, deadline - Date.now()));
-  return new Promise((resolve, reject) => {
-    let done = false;
-    const onAbort = (): void => {
-      done = true;
-      reject(listingBusy());
-    };
-    if (signal.aborted) onAbort();
-    else signal.addEventListener('abort', onAbort, { once: true });
-    waiting.then(
-      (release) => {
-        signal.removeEventListener('abort', onAbort);
-        if (done) return release();
-        done = true;
-        resolve(release);
-      },
-      () => {
-        signal.removeEventListener('abort', onAbort);
-        if (!done) reject(listingBusy());
-        done = true;
-      },
-    );
-  });
+async function admitted(listings: FairGate, orgId: string, signal: AbortSignal, deadline: number): Promise<() => void> {
+  try {
+    return await listings.acquire(orgId, Math.max(0, deadline - Date.now()), { signal });
+  } catch {
+    throw listingBusy();
+  }
 }
 
 function filesConnector(config: RestConfig, engines: () => EnginePool): LiveConnector {
@@ -304,6 +292,10 @@ function filesConnector(config: RestConfig, engines: () => EnginePool): LiveConn
   // files without bound: one organization lists its files one listing at a time, and at most as
   // many listings run at once as query engines may (each holds up to twice the file limit).
   const listings = new FairGate(config.maxEngines ?? 4, 1);
+  // Statements and listings download files under a place of their own: as many at once as query
+  // engines may run, half of them (at least one) for one organization; the same file wanted by
+  // several at once is downloaded once (./downloads.ts).
+  const downloads = new FileDownloads(config.maxEngines ?? 4, Math.max(1, Math.floor((config.maxEngines ?? 4) / 2)));
   /** How `count` files read at once are fetched. */
   const filePolicy = (count: number, signal: AbortSignal, deadline: number): RequestPolicy => {
     // the files one statement reads hold at most twice what one file may, together: each of them
@@ -352,9 +344,13 @@ function filesConnector(config: RestConfig, engines: () => EnginePool): LiveConn
       if (wanted.length === 0) return { tables: [], missing, truncated: false };
       const release = await admitted(listings, ctx.orgId, signal, deadline);
       try {
-        const policy = filePolicy(wanted.length, signal, deadline);
-        const loaded = await settleAll(wanted.map((f) => loadFile(f, ctx.credential.secret, policy, ctx.limits.maxRows)));
-        return { tables: wanted.map((f, i) => definedTable(f.table, loaded[i]?.columns ?? [], () => true)), missing, truncated: false };
+        const reads = await downloads.admit(fileReads(ctx, wanted, filePolicy(wanted.length, signal, deadline)), downloadsBusy);
+        try {
+          const loaded = await settleAll([...reads.loaded]);
+          return { tables: wanted.map((f, i) => definedTable(f.table, loaded[i]?.columns ?? [], () => true)), missing, truncated: false };
+        } finally {
+          reads.done();
+        }
       } finally {
         release();
       }
@@ -370,22 +366,36 @@ function filesConnector(config: RestConfig, engines: () => EnginePool): LiveConn
           });
         }
       }
-      const policy = filePolicy(q.tables.length, signal, deadline);
-      return withDatabase(q, ctx, engines, signal, async (opening) => {
-        const loaded = await settleAll(
-          q.tables.map(async (name) => {
-            const file = files.get(name) as NonNullable<ReturnType<typeof files.get>>;
-            const data = await loadFile(file, ctx.credential.secret, policy, ctx.limits.maxRows);
-            const db = await opening;
-            await db.createTable(name, data.columns);
-            for (let i = 0; i < data.rows.length; i += 2000) await db.insert(name, data.columns, data.rows.slice(i, i + 2000));
-            return data.truncated;
-          }),
-        );
-        return loaded.some(Boolean);
-      });
+      const wanted = q.tables.map((name) => files.get(name) as FileSpec);
+      // the place comes before the engine: a statement holding an engine never waits for a place
+      const reads = await downloads.admit(fileReads(ctx, wanted, filePolicy(q.tables.length, signal, deadline)), downloadsBusy);
+      try {
+        return await withDatabase(q, ctx, engines, signal, async (opening) => {
+          try {
+            const loaded = await settleAll(
+              q.tables.map(async (name, t) => {
+                const data = await (reads.loaded[t] as Promise<LoadedFile>);
+                const db = await opening;
+                await db.createTable(name, data.columns);
+                for (let i = 0; i < data.rows.length; i += 2000) await db.insert(name, data.columns, data.rows.slice(i, i + 2000));
+                return data.truncated;
+              }),
+            );
+            return loaded.some(Boolean);
+          } finally {
+            reads.done(); // the rows are in the engine: the place can serve another statement while this one runs
+          }
+        });
+      } finally {
+        reads.done();
+      }
     },
   };
+}
+
+/** What a statement or listing of `files` downloads, for {@link FileDownloads.admit}. */
+function fileReads(ctx: LiveRunContext, files: readonly FileSpec[], policy: RequestPolicy): FileReads {
+  return { orgId: ctx.orgId, version: ctx.credential.version, secret: ctx.credential.secret, files, maxRows: ctx.limits.maxRows, policy };
 }
 
 /** One connector per REST target. */
