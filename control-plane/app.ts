@@ -167,7 +167,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     void reply.header('x-request-id', String(req.id));
   });
 
-  const tunnels = new TunnelRegistry();
+  const tunnels = new TunnelRegistry({ drainTimeoutMs: config.tunnelDrainMs });
   const metrics = new Metrics();
   // this process among the replicas sharing the store (tunnel leases name it)
   const replicaId = randomId('rep', 9);
