@@ -39,7 +39,7 @@ import type { Ca } from '../pki/index.js';
 import { loadMasterKeyRing, type MasterKey, type MasterKeyRing } from './secrets/index.js';
 import { CredentialStore } from './credentials/index.js';
 import { liveRegistry } from './live/index.js';
-import { closeRestEngines } from './live/rest/index.js';
+import { EnginePool } from './live/rest/index.js';
 import { credentialRoutes } from './routes/credentials.js';
 import { initSqlParser } from './query/sql/index.js';
 import { openStore, type Store } from './store/index.js';
@@ -72,6 +72,8 @@ export interface SvcApp {
   readonly demoReady: Promise<DemoEngine>;
   /** start the relay tunnel listener (mutual TLS) on config.tunnelPort; closed with the app */
   readonly startTunnel: () => Promise<TunnelListener>;
+  /** the query engines of the live API and file targets (tests warm them); closed with the app */
+  readonly restEngines: EnginePool;
 }
 
 export async function buildApp(config: Config, options: BuildOptions = {}): Promise<SvcApp> {
@@ -178,7 +180,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     ringPromise.catch(() => (ringPromise = undefined));
     return ringPromise;
   };
-  const live = liveRegistry(config);
+  // the live API and file targets' query engines (worker threads), this app's own
+  const restEngines = new EnginePool(config.restApis.maxEngines);
+  const live = liveRegistry(config, restEngines);
   const shutdownController = new AbortController();
   const services: Services = {
     config,
@@ -304,7 +308,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     services.forwarder.close();
     const engine = await demoStarted?.catch(() => undefined);
     await engine?.close();
-    await closeRestEngines(); // the live API query engines (worker threads)
+    await restEngines.close(); // the live API query engines (worker threads)
     live.close(); // pooled connections to customers' databases
     await store.close();
   });
@@ -317,5 +321,6 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       return demoReady();
     },
     startTunnel,
+    restEngines,
   };
 }
