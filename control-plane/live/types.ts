@@ -7,7 +7,7 @@
  * puts the credential (or any part of it) in an error message.
  */
 import type { ParsedScopes, Target } from '../catalogue/index.js';
-import type { ReadQueryResult } from '../embedded/index.js';
+import type { ReadQueryResult } from '../results/index.js';
 import type { SchemaListing } from '../query/schema.js';
 
 export interface LiveLimits {

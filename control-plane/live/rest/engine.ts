@@ -12,7 +12,8 @@
  * which is why engines are reused; the data never is.
  */
 import { randomBytes } from 'node:crypto';
-import { EmbeddedError, EmbeddedPostgres, IMAGE_INITDB, type ReadQueryResult } from '../../embedded/index.js';
+import { EmbeddedError, EmbeddedPostgres, IMAGE_INITDB } from '../../embedded/index.js';
+import type { ReadQueryResult } from '../../results/index.js';
 import { unpackImage, type DataImage } from '../../embedded/image-fs.js';
 import { ApiError } from '../../errors.js';
 import { quoteIdent } from '../../query/sql/quote.js';

@@ -11,7 +11,7 @@
  * row cap (the statement then saw only the first ones).
  */
 import type { ParsedScopes, Target } from '../../catalogue/index.js';
-import type { ReadQueryResult } from '../../embedded/index.js';
+import type { ReadQueryResult } from '../../results/index.js';
 import { ApiError } from '../../errors.js';
 import { checkAndRewrite, periodPredicate, rowFiltersOf, SqlPolicyError, type ScopedTable, type SqlPolicy } from '../../query/sql/index.js';
 import type { CredentialKindDef, LiveConnector, LiveRunContext, PreparedLiveQuery } from '../types.js';

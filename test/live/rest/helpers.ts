@@ -9,7 +9,7 @@ import { Catalogue, parseScopes, type ParsedScopes, type Target } from '../../..
 import { initSqlParser } from '../../../control-plane/query/sql/index.js';
 import { EnginePool, restConnectors, type RestConfig } from '../../../control-plane/live/rest/index.js';
 import type { LiveConnector, LiveRunContext } from '../../../control-plane/live/types.js';
-import type { ReadQueryResult } from '../../../control-plane/embedded/index.js';
+import type { ReadQueryResult } from '../../../control-plane/results/index.js';
 import type { SchemaListing } from '../../../control-plane/query/schema.js';
 
 export interface Seen {
