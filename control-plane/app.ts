@@ -46,6 +46,12 @@ import { openStore, type Store } from './store/index.js';
 
 /** The longest a client may take to send a whole request (headers and body). */
 export const REQUEST_TIMEOUT_MS = 30_000;
+/** At close, requests in flight are waited for up to the statement deadline plus this. */
+export const CLOSE_DRAIN_GRACE_MS = 5_000;
+/** How often money held by queries a crash or kill interrupted is looked for (and given back). */
+const RESERVATION_SWEEP_MS = 60_000;
+/** A hold is taken as interrupted once older than twice the statement deadline plus this. */
+const RESERVATION_STALE_GRACE_MS = 60_000;
 
 export interface BuildOptions {
   /** a dumped, migrated embedded store for a fresh data dir (tests) */
@@ -156,7 +162,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     if (inflight > 0) {
       await new Promise<void>((resolve) => {
         drained = resolve;
-        setTimeout(resolve, config.limits.queryTimeoutMs + 5000).unref();
+        setTimeout(resolve, config.limits.queryTimeoutMs + CLOSE_DRAIN_GRACE_MS).unref();
       });
     }
   });
@@ -209,11 +215,11 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   if (resealed[0] > 0 || resealed[1]) app.log.info({ credentials: resealed[0], ca_key: resealed[1] }, 're-sealed with the current master key');
 
   // money held by queries that a crash or kill interrupted goes back: at start, then every minute
-  const staleAfterMs = 2 * config.limits.queryTimeoutMs + 60_000;
+  const staleAfterMs = 2 * config.limits.queryTimeoutMs + RESERVATION_STALE_GRACE_MS;
   await sweepReservations(store, staleAfterMs);
   const sweeper = setInterval(() => {
     sweepReservations(store, staleAfterMs).catch((err: unknown) => app.log.warn({ err: { message: (err as Error).message } }, 'reservation sweep failed'));
-  }, 60_000);
+  }, RESERVATION_SWEEP_MS);
   sweeper.unref();
   registerErrorHandling(app);
   registerStringGuard(app);
