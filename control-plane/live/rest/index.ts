@@ -58,6 +58,8 @@ export const restCredentialKinds: CredentialKindDef[] = [...REST_CREDENTIAL_KIND
 const DEFAULT_FILE_BYTES = 50_000_000;
 const MAX_PAGE_BYTES = 32 * 1024 * 1024;
 const MAX_DISCOVERY = 64;
+/** rows of a file sent to its query engine in one insert */
+const INSERT_BATCH_ROWS = 2000;
 
 interface Plan {
   readonly kind: string;
@@ -360,7 +362,7 @@ function filesConnector(config: RestConfig, engines: EnginePool): LiveConnector 
                 const data = await (reads.loaded[t] as Promise<LoadedFile>);
                 const db = await opening;
                 await db.createTable(name, data.columns);
-                for (let i = 0; i < data.rows.length; i += 2000) await db.insert(name, data.columns, data.rows.slice(i, i + 2000));
+                for (let i = 0; i < data.rows.length; i += INSERT_BATCH_ROWS) await db.insert(name, data.columns, data.rows.slice(i, i + INSERT_BATCH_ROWS));
                 return data.truncated;
               }),
             );
