@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import ts from 'typescript';
 import { checkImports, cyclicComponents, importGraph, KNOWN_CYCLES } from '../../scripts/check-imports.mjs';
 import { ROOT } from '../cli/dist.js';
@@ -43,8 +43,10 @@ t.test('`node scripts/check-imports.mjs` exits 0 on the sources', async (t) => {
   t.match(out, /^imports: \d+ files, no cycle/);
 });
 
-function tree(files: Record<string, string>): string {
+/** A source tree of `files` in a temporary folder, removed after the test `t`. */
+function tree(t: Test, files: Record<string, string>): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'imports-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   for (const [f, text] of Object.entries(files)) {
     fs.mkdirSync(path.dirname(path.join(dir, f)), { recursive: true });
     fs.writeFileSync(path.join(dir, f), text);
@@ -53,14 +55,13 @@ function tree(files: Record<string, string>): string {
 }
 
 t.test('the checker finds a cycle, type-only or through a re-export, written across lines', async (t) => {
-  const dir = tree({
+  const dir = tree(t, {
     'control-plane/a.ts': "import {\n  b,\n} from './b.js';\nexport const a = b;\n",
     'control-plane/b.ts': "export * from './c/index.js';\nexport const b = 1;\n",
     'control-plane/c/index.ts': "import type { A } from '../a.js';\n// import { x } from '../nowhere.js' (a comment is not an import)\nexport type C = A;\n",
     'control-plane/d.ts': "const later = () => import('./d.js');\nexport { later };\n",
     'control-plane/e.ts': "import { a } from './a.js';\nexport const url = 'http://example.com/x.js';\nexport const e = a;\n",
   });
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   t.same(cyclicComponents(importGraph(dir).graph), [['control-plane/a.ts', 'control-plane/b.ts', 'control-plane/c/index.ts'], ['control-plane/d.ts']]);
   t.same(checkImports(dir), [
     'import cycle: control-plane/a.ts → control-plane/b.ts → control-plane/c/index.ts → control-plane/a.ts',
@@ -69,14 +70,13 @@ t.test('the checker finds a cycle, type-only or through a re-export, written acr
 });
 
 t.test('the checker finds imports against the dependency direction, and imports of no file', async (t) => {
-  const dir = tree({
+  const dir = tree(t, {
     'control-plane/x.ts': "export const x = 1;\n",
     'protocol/p.ts': "import { x } from '../control-plane/x.js';\nimport { r } from '../relay-agent/r.js';\nexport const p = x + r;\n",
     'pki/k.ts': "import { c } from '../cli/c.js';\nexport const k = c;\n",
     'cli/c.ts': "import { x } from '../control-plane/x.js';\nexport const c = x;\n",
     'relay-agent/r.ts': "import { x } from '../control-plane/x.js';\nimport { p } from '../protocol/p.js';\nimport { gone } from './gone.js';\nexport const r = x + p + gone;\n",
   });
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   t.same(checkImports(dir), [
     'relay-agent/r.ts: ./gone.js resolves to no file',
     'pki/k.ts imports cli/c.ts: pki/ must not import from cli/',
