@@ -176,9 +176,9 @@ const checked =
     test(t) ? { value: t } : { problem: `${name} ${expected}` };
 
 /**
- * A comma list of `item`s (each trimmed; `skipBlank`: empty items are left out, else they are
- * given to `item` and fail it), at most `max` of them. One problem for the whole list: "NAME
- * `expected`", and `, got "…"` when `echo`.
+ * A comma list of `item`s (each trimmed; `skipBlank`: empty items are left out, else `item`
+ * reads them too), at most `max` of them. One problem for the whole list: "NAME `expected`", and
+ * `, got "…"` when `echo`.
  */
 const list =
   <T>(item: Parser<T>, o: { readonly expected: string; readonly max?: number; readonly skipBlank?: boolean; readonly echo?: boolean }): Parser<T[]> =>
