@@ -39,13 +39,19 @@ import type { Ca } from '../pki/index.js';
 import { loadMasterKeyRing, type MasterKey, type MasterKeyRing } from './secrets/index.js';
 import { CredentialStore } from './credentials/index.js';
 import { liveRegistry } from './live/index.js';
-import { closeRestEngines } from './live/rest/index.js';
+import { EnginePool } from './live/rest/index.js';
 import { credentialRoutes } from './routes/credentials.js';
 import { initSqlParser } from './query/sql/index.js';
 import { openStore, type Store } from './store/index.js';
 
 /** The longest a client may take to send a whole request (headers and body). */
 export const REQUEST_TIMEOUT_MS = 30_000;
+/** At close, requests in flight are waited for up to the statement deadline plus this. */
+export const CLOSE_DRAIN_GRACE_MS = 5_000;
+/** How often money held by queries a crash or kill interrupted is looked for (and given back). */
+const RESERVATION_SWEEP_MS = 60_000;
+/** A hold is taken as interrupted once older than twice the statement deadline plus this. */
+const RESERVATION_STALE_GRACE_MS = 60_000;
 
 export interface BuildOptions {
   /** a dumped, migrated embedded store for a fresh data dir (tests) */
@@ -72,6 +78,8 @@ export interface SvcApp {
   readonly demoReady: Promise<DemoEngine>;
   /** start the relay tunnel listener (mutual TLS) on config.tunnelPort; closed with the app */
   readonly startTunnel: () => Promise<TunnelListener>;
+  /** the query engines of the live API and file targets (tests warm them); closed with the app */
+  readonly restEngines: EnginePool;
 }
 
 export async function buildApp(config: Config, options: BuildOptions = {}): Promise<SvcApp> {
@@ -154,7 +162,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     if (inflight > 0) {
       await new Promise<void>((resolve) => {
         drained = resolve;
-        setTimeout(resolve, config.limits.queryTimeoutMs + 5000).unref();
+        setTimeout(resolve, config.limits.queryTimeoutMs + CLOSE_DRAIN_GRACE_MS).unref();
       });
     }
   });
@@ -167,7 +175,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     void reply.header('x-request-id', String(req.id));
   });
 
-  const tunnels = new TunnelRegistry();
+  const tunnels = new TunnelRegistry({ drainTimeoutMs: config.tunnelDrainMs });
   const metrics = new Metrics();
   // this process among the replicas sharing the store (tunnel leases name it)
   const replicaId = randomId('rep', 9);
@@ -178,7 +186,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     ringPromise.catch(() => (ringPromise = undefined));
     return ringPromise;
   };
-  const live = liveRegistry(config);
+  // the live API and file targets' query engines (worker threads), this app's own
+  const restEngines = new EnginePool(config.restApis.maxEngines);
+  const live = liveRegistry(config, restEngines);
   const shutdownController = new AbortController();
   const services: Services = {
     config,
@@ -205,11 +215,11 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   if (resealed[0] > 0 || resealed[1]) app.log.info({ credentials: resealed[0], ca_key: resealed[1] }, 're-sealed with the current master key');
 
   // money held by queries that a crash or kill interrupted goes back: at start, then every minute
-  const staleAfterMs = 2 * config.limits.queryTimeoutMs + 60_000;
+  const staleAfterMs = 2 * config.limits.queryTimeoutMs + RESERVATION_STALE_GRACE_MS;
   await sweepReservations(store, staleAfterMs);
   const sweeper = setInterval(() => {
     sweepReservations(store, staleAfterMs).catch((err: unknown) => app.log.warn({ err: { message: (err as Error).message } }, 'reservation sweep failed'));
-  }, 60_000);
+  }, RESERVATION_SWEEP_MS);
   sweeper.unref();
   registerErrorHandling(app);
   registerStringGuard(app);
@@ -304,7 +314,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     services.forwarder.close();
     const engine = await demoStarted?.catch(() => undefined);
     await engine?.close();
-    await closeRestEngines(); // the live API query engines (worker threads)
+    await restEngines.close(); // the live API query engines (worker threads)
     live.close(); // pooled connections to customers' databases
     await store.close();
   });
@@ -317,5 +327,6 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       return demoReady();
     },
     startTunnel,
+    restEngines,
   };
 }

@@ -1,6 +1,11 @@
 /**
  * Configuration, read from the environment and validated once at start-up (docs/configuration.md).
  * Every problem is reported at once, with the variable's name, before anything listens.
+ *
+ * One small typed parser per kind of value (a whole number in a range, a 1/0 switch, one of a
+ * list, a URL, a duration, a comma list…), one table of every setting (its variable, parser and
+ * default: {@link SETTINGS}), and the Config assembled from the parsed values, where a few
+ * defaults derive from other settings (the public URLs from HOST and the ports).
  */
 import path from 'node:path';
 
@@ -27,7 +32,7 @@ export interface RestApisConfig {
   /** http-files URLs may resolve to private/loopback addresses */
   readonly httpFilesAllowPrivate: boolean;
   readonly httpFilesMaxBytes: number;
-  /** ephemeral query engines at a time */
+  /** ephemeral query engines at a time, and http-files listings at once (SVC_LIVE_REST_ENGINES, default 4) */
   readonly maxEngines: number;
 }
 
@@ -54,8 +59,10 @@ export interface Config {
   readonly masterKeysPrevious: readonly string[];
   /** live database targets may reach loopback/private addresses (SVC_LIVE_ALLOW_PRIVATE, default 0; link-local, metadata and 0.0.0.0/:: never) */
   readonly liveAllowPrivate: boolean;
-  /** pooled connections per organization to its `postgres` target database */
+  /** pooled connections per organization to its `postgres` and to its `mysql` target database (SVC_LIVE_POOL_SIZE, default 4) */
   readonly livePoolSize: number;
+  /** how long a replaced relay tunnel may finish its running streams before it is closed (SVC_TUNNEL_DRAIN_MS, default 60 s) */
+  readonly tunnelDrainMs: number;
   readonly webhookRetryDelaysMs: readonly number[];
   readonly webhookAllowPrivate: boolean;
   /** deadline of one webhook attempt (SVC_WEBHOOK_TIMEOUT_MS, default 10 s) */
@@ -92,173 +99,238 @@ export class ConfigError extends Error {
   }
 }
 
-const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+const DAY_MS = 86_400_000;
+/** how long a replaced relay tunnel may drain its running streams before it is closed, unless SVC_TUNNEL_DRAIN_MS says otherwise */
+export const DEFAULT_TUNNEL_DRAIN_MS = 60_000;
+const DURATION_UNITS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: DAY_MS };
 
 /** Parse `30s`, `2m`, `150ms`, `1h`, `30d`, or a bare number of milliseconds. Returns NaN when malformed. */
 export function parseDuration(text: string): number {
   const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$/.exec(text);
   if (!m || m[1] === undefined) return Number.NaN;
-  const n = Number(m[1]);
-  const unit = m[2] ?? 'ms';
-  const factor = unit === 'ms' ? 1 : unit === 's' ? 1000 : unit === 'm' ? 60_000 : unit === 'h' ? 3_600_000 : 86_400_000;
-  return Math.round(n * factor);
-}
-
-type Env = Readonly<Record<string, string | undefined>>;
-
-export function loadConfig(env: Env = process.env, cwd: string = process.cwd()): Config {
-  const problems: string[] = [];
-
-  const str = (name: string): string | undefined => {
-    const v = env[name];
-    return v === undefined || v.trim() === '' ? undefined : v.trim();
-  };
-  const int = (name: string, dflt: number, min: number, max: number): number => {
-    const v = str(name);
-    if (v === undefined) return dflt;
-    if (!/^\d+$/.test(v)) {
-      problems.push(`${name} must be a whole number, got ${JSON.stringify(v)}`);
-      return dflt;
-    }
-    const n = Number(v);
-    if (n < min || n > max) problems.push(`${name} must be between ${min} and ${max}, got ${n}`);
-    return n;
-  };
-  const url = (name: string, protocols: readonly string[]): string | undefined => {
-    const v = str(name);
-    if (v === undefined) return undefined;
-    try {
-      const u = new URL(v);
-      if (!protocols.includes(u.protocol)) {
-        problems.push(`${name} must use ${protocols.join(' or ')}, got ${u.protocol}`);
-      }
-    } catch {
-      problems.push(`${name} is not a valid URL`);
-    }
-    return v;
-  };
-
-  const host = str('HOST') ?? '127.0.0.1';
-  const port = int('PORT', 8080, 0, 65535);
-  const tunnelPort = int('SVC_TUNNEL_PORT', 8443, 0, 65535);
-  const dataDir = path.resolve(cwd, str('SVC_DATA_DIR') ?? '.svc-data');
-  const databaseUrl = url('DATABASE_URL', ['postgres:', 'postgresql:']);
-  const demoDatabaseUrl = url('SVC_DEMO_DATABASE_URL', ['postgres:', 'postgresql:']);
-  const metricsToken = str('SVC_METRICS_TOKEN');
-  if (metricsToken !== undefined && (metricsToken.length < 16 || /\s/.test(metricsToken))) problems.push('SVC_METRICS_TOKEN must be at least 16 characters without spaces');
-  const replicaAddress = str('SVC_REPLICA_ADDRESS');
-  if (replicaAddress !== undefined && !/^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/.test(replicaAddress)) {
-    problems.push('SVC_REPLICA_ADDRESS must be host:port (an IPv6 address in brackets), the address other replicas dial to reach this one');
-  }
-  const hostForUrl = host.includes(':') ? `[${host}]` : host;
-  const publicUrl = (url('SVC_PUBLIC_URL', ['http:', 'https:']) ?? `http://${hostForUrl}:${port}`).replace(/\/+$/, '');
-  const tunnelPublicUrl = url('SVC_TUNNEL_PUBLIC_URL', ['wss:']) ?? `wss://${hostForUrl}:${tunnelPort}`;
-  const dashboardUrl = (url('SVC_DASHBOARD_URL', ['http:', 'https:']) ?? 'https://dashboard.svc.example').replace(/\/+$/, '');
-
-  const masterKey = str('SVC_MASTER_KEY');
-  if (masterKey !== undefined && !isValidMasterKey(masterKey)) {
-    problems.push('SVC_MASTER_KEY must be 32 bytes as 64 hex characters or base64/base64url');
-  }
-
-  const previousText = str('SVC_MASTER_KEY_PREVIOUS');
-  const masterKeysPrevious = previousText === undefined ? [] : previousText.split(',').map((k) => k.trim()).filter((k) => k !== '');
-  if (masterKeysPrevious.some((k) => !isValidMasterKey(k))) {
-    problems.push('SVC_MASTER_KEY_PREVIOUS must be a comma list of 32-byte keys (64 hex characters or base64/base64url each)');
-  }
-  const liveAllowPrivateText = str('SVC_LIVE_ALLOW_PRIVATE');
-  if (liveAllowPrivateText !== undefined && !['0', '1', 'true', 'false'].includes(liveAllowPrivateText)) {
-    problems.push('SVC_LIVE_ALLOW_PRIVATE must be 1 or 0');
-  }
-
-  const delaysText = str('SVC_WEBHOOK_RETRY_DELAYS') ?? '30s,2m,10m,30m';
-  const webhookRetryDelaysMs = delaysText.split(',').map((d) => parseDuration(d));
-  if (webhookRetryDelaysMs.some((d) => !Number.isFinite(d) || d <= 0) || webhookRetryDelaysMs.length > 10) {
-    problems.push(`SVC_WEBHOOK_RETRY_DELAYS must be a comma list of up to 10 durations like 30s,2m,10m,30m, got ${JSON.stringify(delaysText)}`);
-  }
-
-  const allowPrivate = str('SVC_WEBHOOK_ALLOW_PRIVATE');
-  if (allowPrivate !== undefined && !['0', '1', 'true', 'false'].includes(allowPrivate)) {
-    problems.push('SVC_WEBHOOK_ALLOW_PRIVATE must be 1 or 0');
-  }
-  const webhookTimeoutMs = int('SVC_WEBHOOK_TIMEOUT_MS', 10_000, 100, 60_000);
-  const webhookOrgConcurrency = int('SVC_WEBHOOK_ORG_CONCURRENCY', 4, 1, 64);
-  const webhookMockPendingMax = int('SVC_WEBHOOK_MOCK_PENDING_MAX', 100, 1, 100_000);
-
-  const logLevelText = str('LOG_LEVEL') ?? 'info';
-  const logLevel = (LOG_LEVELS as readonly string[]).includes(logLevelText) ? (logLevelText as Config['logLevel']) : 'info';
-  if (logLevel !== logLevelText) problems.push(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`);
-
-  const limits: Limits = {
-    queryTimeoutMs: int('SVC_QUERY_TIMEOUT_MS', 10_000, 100, 600_000),
-    maxRows: int('SVC_MAX_ROWS', 10_000, 1, 1_000_000),
-    maxResultBytes: int('SVC_MAX_RESULT_BYTES', 10_000_000, 1_000, 100_000_000),
-    bodyLimitBytes: int('SVC_BODY_LIMIT_BYTES', 1_048_576, 1_024, 16_777_216),
-    maxStatementBytes: int('SVC_MAX_STATEMENT_BYTES', 65_536, 1_024, 100_000),
-  };
-  const demoWorkers = int('SVC_DEMO_WORKERS', 2, 1, 16);
-  const filesPrivate = str('SVC_HTTP_FILES_ALLOW_PRIVATE');
-  if (filesPrivate !== undefined && !['0', '1', 'true', 'false'].includes(filesPrivate)) problems.push('SVC_HTTP_FILES_ALLOW_PRIVATE must be 1 or 0');
-  const apiBase = (name: string): string | undefined => url(name, ['http:', 'https:'])?.replace(/\/+$/, '');
-  const restApis: RestApisConfig = {
-    stripeApiBase: apiBase('SVC_STRIPE_API_BASE'),
-    githubApiBase: apiBase('SVC_GITHUB_API_BASE'),
-    hubspotApiBase: apiBase('SVC_HUBSPOT_API_BASE'),
-    salesforceApiBase: apiBase('SVC_SALESFORCE_API_BASE'),
-    httpFilesAllowPrivate: filesPrivate === '1' || filesPrivate === 'true',
-    httpFilesMaxBytes: int('SVC_HTTP_FILES_MAX_BYTES', 50_000_000, 1_000, 1_000_000_000),
-    maxEngines: int('SVC_LIVE_REST_ENGINES', 4, 1, 64),
-  };
-  const rateLimitPerKey = int('SVC_RATE_LIMIT', 100, 0, 100_000);
-  const relayCertWholeDays = int('SVC_RELAY_CERT_DAYS', 30, 1, 397);
-  // SVC_RELAY_CERT_VALIDITY (a duration, e.g. 90s or 30d) wins over SVC_RELAY_CERT_DAYS; short ones are for tests
-  const validityText = str('SVC_RELAY_CERT_VALIDITY');
-  const validityMs = validityText === undefined ? relayCertWholeDays * 86_400_000 : parseDuration(validityText);
-  if (!Number.isFinite(validityMs) || validityMs < 30_000 || validityMs > 397 * 86_400_000) {
-    problems.push(`SVC_RELAY_CERT_VALIDITY must be a duration from 30s to 397d (e.g. 90s, 12h, 30d), got ${JSON.stringify(validityText)}`);
-  }
-  const relayCertDays = validityMs / 86_400_000;
-  const overlapText = str('SVC_RELAY_CERT_OVERLAP') ?? '24h';
-  const relayCertOverlapMs = parseDuration(overlapText);
-  if (!Number.isFinite(relayCertOverlapMs) || relayCertOverlapMs < 0) problems.push(`SVC_RELAY_CERT_OVERLAP must be a duration like 24h or 30m, got ${JSON.stringify(overlapText)}`);
-  const signupRateLimit = int('SVC_SIGNUP_RATE_LIMIT', 10, 0, 100_000);
-  const refusedPerMinute = int('SVC_REFUSED_STATEMENTS_PER_MINUTE', 60, 0, 100_000);
-
-  if (problems.length > 0) throw new ConfigError(problems);
-  return {
-    host,
-    port,
-    tunnelPort,
-    dataDir,
-    databaseUrl,
-    demoDatabaseUrl,
-    replicaAddress,
-    metricsToken,
-    publicUrl,
-    tunnelPublicUrl,
-    dashboardUrl,
-    masterKey,
-    masterKeysPrevious,
-    liveAllowPrivate: liveAllowPrivateText === '1' || liveAllowPrivateText === 'true',
-    livePoolSize: int('SVC_LIVE_POOL_SIZE', 4, 1, 64),
-    webhookRetryDelaysMs,
-    webhookAllowPrivate: allowPrivate === '1' || allowPrivate === 'true',
-    webhookTimeoutMs,
-    webhookOrgConcurrency,
-    webhookMockPendingMax,
-    logLevel,
-    demoWorkers,
-    restApis,
-    rateLimitPerKey,
-    signupRateLimit,
-    refusedPerMinute,
-    relayCertDays,
-    relayCertOverlapMs,
-    limits,
-  };
+  return Math.round(Number(m[1]) * (DURATION_UNITS[m[2] ?? 'ms'] ?? 1));
 }
 
 export function isValidMasterKey(text: string): boolean {
   if (/^[0-9a-fA-F]{64}$/.test(text)) return true;
   const b = Buffer.from(text, text.includes('-') || text.includes('_') ? 'base64url' : 'base64');
   return b.length === 32;
+}
+
+// ---- parsers: one per kind of value ----
+
+/** What a parser makes of a variable's text: its value, or what is wrong with it (a sentence naming the variable). */
+export type Parsed<T> = { readonly value: T } | { readonly problem: string };
+/** Reads a variable's text (trimmed, never blank: an unset or blank variable takes the setting's default). */
+export type Parser<T> = (text: string, name: string) => Parsed<T>;
+
+const got = (text: string): string => `, got ${JSON.stringify(text)}`;
+
+/** any text */
+const text: Parser<string> = (t) => ({ value: t });
+
+/** a whole number (digits only) from `min` to `max` */
+const wholeNumber =
+  (min: number, max: number): Parser<number> =>
+  (t, name) => {
+    if (!/^\d+$/.test(t)) return { problem: `${name} must be a whole number${got(t)}` };
+    const n = Number(t);
+    return n < min || n > max ? { problem: `${name} must be between ${min} and ${max}, got ${n}` } : { value: n };
+  };
+
+/** `1`/`true` on, `0`/`false` off */
+const onOff: Parser<boolean> = (t, name) => (['0', '1', 'true', 'false'].includes(t) ? { value: t === '1' || t === 'true' } : { problem: `${name} must be 1 or 0` });
+
+/** one of `values`, as written */
+const oneOf =
+  <V extends string>(values: readonly V[]): Parser<V> =>
+  (t, name) =>
+    (values as readonly string[]).includes(t) ? { value: t as V } : { problem: `${name} must be one of ${values.join(', ')}` };
+
+/** a URL with one of `protocols` (e.g. `https:`); `trimSlash`: without its trailing slashes */
+const url =
+  (protocols: readonly string[], o: { readonly trimSlash?: boolean } = {}): Parser<string> =>
+  (t, name) => {
+    let u: URL;
+    try {
+      u = new URL(t);
+    } catch {
+      return { problem: `${name} is not a valid URL` };
+    }
+    if (!protocols.includes(u.protocol)) return { problem: `${name} must use ${protocols.join(' or ')}, got ${u.protocol}` };
+    return { value: o.trimSlash ? t.replace(/\/+$/, '') : t };
+  };
+
+/** a duration ({@link parseDuration}) from `minMs` to `maxMs`, in milliseconds; `expected` completes "NAME …, got …" */
+const duration =
+  (minMs: number, maxMs: number, expected: string): Parser<number> =>
+  (t, name) => {
+    const ms = parseDuration(t);
+    return Number.isFinite(ms) && ms >= minMs && ms <= maxMs ? { value: ms } : { problem: `${name} ${expected}${got(t)}` };
+  };
+
+/** text that passes `test`; `expected` completes "NAME …" */
+const checked =
+  (test: (t: string) => boolean, expected: string): Parser<string> =>
+  (t, name) =>
+    test(t) ? { value: t } : { problem: `${name} ${expected}` };
+
+/**
+ * A comma list of `item`s (each trimmed; `skipBlank`: empty items are left out, else `item`
+ * reads them too), at most `max` of them. One problem for the whole list: "NAME `expected`", and
+ * `, got "…"` when `echo`.
+ */
+const list =
+  <T>(item: Parser<T>, o: { readonly expected: string; readonly max?: number; readonly skipBlank?: boolean; readonly echo?: boolean }): Parser<T[]> =>
+  (t, name) => {
+    const items = t
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => !o.skipBlank || s !== '');
+    const values = items.flatMap((s) => {
+      const r = item(s, name);
+      return 'problem' in r ? [] : [r.value];
+    });
+    return values.length === items.length && values.length <= (o.max ?? Infinity) ? { value: values } : { problem: `${name} ${o.expected}${o.echo ? got(t) : ''}` };
+  };
+
+// ---- the settings ----
+
+/** One setting: how its variable is read, and its value when the variable is unset or blank. */
+export interface Setting<T> {
+  readonly parse: Parser<T>;
+  readonly default: T;
+}
+const setting = <T>(parse: Parser<T>, dflt: T): Setting<T> => ({ parse, default: dflt });
+const optional = <T>(parse: Parser<T>): Setting<T | undefined> => ({ parse, default: undefined });
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+const POSTGRES_URL = ['postgres:', 'postgresql:'];
+const HTTP_URL = ['http:', 'https:'];
+const apiBase = optional(url(HTTP_URL, { trimSlash: true }));
+const DEFAULT_RETRY_DELAYS = '30s,2m,10m,30m';
+const retryDelay = duration(1, Infinity, 'must be a positive duration');
+const masterKey = checked(isValidMasterKey, 'must be 32 bytes as 64 hex characters or base64/base64url');
+
+/**
+ * Every setting, by variable name. Its problems are reported in this order; docs/configuration.md
+ * documents each (keep the two in step).
+ */
+export const SETTINGS = {
+  HOST: setting(text, '127.0.0.1'),
+  PORT: setting(wholeNumber(0, 65535), 8080),
+  SVC_TUNNEL_PORT: setting(wholeNumber(0, 65535), 8443),
+  SVC_DATA_DIR: setting(text, '.svc-data'),
+  DATABASE_URL: optional(url(POSTGRES_URL)),
+  SVC_DEMO_DATABASE_URL: optional(url(POSTGRES_URL)),
+  SVC_METRICS_TOKEN: optional(checked((t) => t.length >= 16 && !/\s/.test(t), 'must be at least 16 characters without spaces')),
+  SVC_REPLICA_ADDRESS: optional(
+    checked((t) => /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/.test(t), 'must be host:port (an IPv6 address in brackets), the address other replicas dial to reach this one'),
+  ),
+  SVC_PUBLIC_URL: optional(url(HTTP_URL, { trimSlash: true })),
+  SVC_TUNNEL_PUBLIC_URL: optional(url(['wss:'])),
+  SVC_DASHBOARD_URL: setting(url(HTTP_URL, { trimSlash: true }), 'https://dashboard.svc.example'),
+  SVC_MASTER_KEY: optional(masterKey),
+  SVC_MASTER_KEY_PREVIOUS: setting(list(masterKey, { skipBlank: true, expected: 'must be a comma list of 32-byte keys (64 hex characters or base64/base64url each)' }), [] as string[]),
+  SVC_LIVE_ALLOW_PRIVATE: setting(onOff, false),
+  SVC_WEBHOOK_RETRY_DELAYS: setting(
+    list(retryDelay, { max: 10, echo: true, expected: `must be a comma list of up to 10 durations like ${DEFAULT_RETRY_DELAYS}` }),
+    DEFAULT_RETRY_DELAYS.split(',').map(parseDuration),
+  ),
+  SVC_WEBHOOK_ALLOW_PRIVATE: setting(onOff, false),
+  SVC_WEBHOOK_TIMEOUT_MS: setting(wholeNumber(100, 60_000), 10_000),
+  SVC_WEBHOOK_ORG_CONCURRENCY: setting(wholeNumber(1, 64), 4),
+  SVC_WEBHOOK_MOCK_PENDING_MAX: setting(wholeNumber(1, 100_000), 100),
+  LOG_LEVEL: setting(oneOf(LOG_LEVELS), 'info'),
+  SVC_QUERY_TIMEOUT_MS: setting(wholeNumber(100, 600_000), 10_000),
+  SVC_MAX_ROWS: setting(wholeNumber(1, 1_000_000), 10_000),
+  SVC_MAX_RESULT_BYTES: setting(wholeNumber(1_000, 100_000_000), 10_000_000),
+  SVC_BODY_LIMIT_BYTES: setting(wholeNumber(1_024, 16_777_216), 1_048_576),
+  SVC_MAX_STATEMENT_BYTES: setting(wholeNumber(1_024, 100_000), 65_536),
+  SVC_DEMO_WORKERS: setting(wholeNumber(1, 16), 2),
+  SVC_HTTP_FILES_ALLOW_PRIVATE: setting(onOff, false),
+  SVC_STRIPE_API_BASE: apiBase,
+  SVC_GITHUB_API_BASE: apiBase,
+  SVC_HUBSPOT_API_BASE: apiBase,
+  SVC_SALESFORCE_API_BASE: apiBase,
+  SVC_HTTP_FILES_MAX_BYTES: setting(wholeNumber(1_000, 1_000_000_000), 50_000_000),
+  SVC_LIVE_REST_ENGINES: setting(wholeNumber(1, 64), 4),
+  SVC_RATE_LIMIT: setting(wholeNumber(0, 100_000), 100),
+  SVC_RELAY_CERT_DAYS: setting(wholeNumber(1, 397), 30),
+  // a duration (e.g. 90s or 30d) that wins over SVC_RELAY_CERT_DAYS; short ones are for tests
+  SVC_RELAY_CERT_VALIDITY: optional(duration(30_000, 397 * DAY_MS, 'must be a duration from 30s to 397d (e.g. 90s, 12h, 30d)')),
+  SVC_RELAY_CERT_OVERLAP: setting(duration(0, Infinity, 'must be a duration like 24h or 30m'), parseDuration('24h')),
+  SVC_SIGNUP_RATE_LIMIT: setting(wholeNumber(0, 100_000), 10),
+  SVC_REFUSED_STATEMENTS_PER_MINUTE: setting(wholeNumber(0, 100_000), 60),
+  SVC_LIVE_POOL_SIZE: setting(wholeNumber(1, 64), 4),
+  SVC_TUNNEL_DRAIN_MS: setting(wholeNumber(100, 600_000), DEFAULT_TUNNEL_DRAIN_MS),
+} satisfies Record<string, Setting<unknown>>;
+
+type SettingValues = { readonly [K in keyof typeof SETTINGS]: (typeof SETTINGS)[K] extends Setting<infer T> ? T : never };
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** Every setting's value (its default when unset, blank or wrong), and the problems found, in table order. */
+export function readSettings(env: Env): { readonly values: SettingValues; readonly problems: readonly string[] } {
+  const problems: string[] = [];
+  const values: Record<string, unknown> = {};
+  for (const [name, s] of Object.entries(SETTINGS) as [string, Setting<unknown>][]) {
+    const t = env[name]?.trim() ?? '';
+    const r = t === '' ? { value: s.default } : s.parse(t, name);
+    if ('problem' in r) problems.push(r.problem);
+    values[name] = 'problem' in r ? s.default : r.value;
+  }
+  return { values: values as SettingValues, problems };
+}
+
+export function loadConfig(env: Env = process.env, cwd: string = process.cwd()): Config {
+  const { values: v, problems } = readSettings(env);
+  if (problems.length > 0) throw new ConfigError(problems);
+  const hostForUrl = v.HOST.includes(':') ? `[${v.HOST}]` : v.HOST;
+  return {
+    host: v.HOST,
+    port: v.PORT,
+    tunnelPort: v.SVC_TUNNEL_PORT,
+    dataDir: path.resolve(cwd, v.SVC_DATA_DIR),
+    databaseUrl: v.DATABASE_URL,
+    demoDatabaseUrl: v.SVC_DEMO_DATABASE_URL,
+    replicaAddress: v.SVC_REPLICA_ADDRESS,
+    metricsToken: v.SVC_METRICS_TOKEN,
+    publicUrl: v.SVC_PUBLIC_URL ?? `http://${hostForUrl}:${v.PORT}`,
+    tunnelPublicUrl: v.SVC_TUNNEL_PUBLIC_URL ?? `wss://${hostForUrl}:${v.SVC_TUNNEL_PORT}`,
+    dashboardUrl: v.SVC_DASHBOARD_URL,
+    masterKey: v.SVC_MASTER_KEY,
+    masterKeysPrevious: v.SVC_MASTER_KEY_PREVIOUS,
+    liveAllowPrivate: v.SVC_LIVE_ALLOW_PRIVATE,
+    livePoolSize: v.SVC_LIVE_POOL_SIZE,
+    tunnelDrainMs: v.SVC_TUNNEL_DRAIN_MS,
+    webhookRetryDelaysMs: v.SVC_WEBHOOK_RETRY_DELAYS,
+    webhookAllowPrivate: v.SVC_WEBHOOK_ALLOW_PRIVATE,
+    webhookTimeoutMs: v.SVC_WEBHOOK_TIMEOUT_MS,
+    webhookOrgConcurrency: v.SVC_WEBHOOK_ORG_CONCURRENCY,
+    webhookMockPendingMax: v.SVC_WEBHOOK_MOCK_PENDING_MAX,
+    logLevel: v.LOG_LEVEL,
+    demoWorkers: v.SVC_DEMO_WORKERS,
+    restApis: {
+      stripeApiBase: v.SVC_STRIPE_API_BASE,
+      githubApiBase: v.SVC_GITHUB_API_BASE,
+      hubspotApiBase: v.SVC_HUBSPOT_API_BASE,
+      salesforceApiBase: v.SVC_SALESFORCE_API_BASE,
+      httpFilesAllowPrivate: v.SVC_HTTP_FILES_ALLOW_PRIVATE,
+      httpFilesMaxBytes: v.SVC_HTTP_FILES_MAX_BYTES,
+      maxEngines: v.SVC_LIVE_REST_ENGINES,
+    },
+    rateLimitPerKey: v.SVC_RATE_LIMIT,
+    signupRateLimit: v.SVC_SIGNUP_RATE_LIMIT,
+    refusedPerMinute: v.SVC_REFUSED_STATEMENTS_PER_MINUTE,
+    relayCertDays: (v.SVC_RELAY_CERT_VALIDITY ?? v.SVC_RELAY_CERT_DAYS * DAY_MS) / DAY_MS,
+    relayCertOverlapMs: v.SVC_RELAY_CERT_OVERLAP,
+    limits: {
+      queryTimeoutMs: v.SVC_QUERY_TIMEOUT_MS,
+      maxRows: v.SVC_MAX_ROWS,
+      maxResultBytes: v.SVC_MAX_RESULT_BYTES,
+      bodyLimitBytes: v.SVC_BODY_LIMIT_BYTES,
+      maxStatementBytes: v.SVC_MAX_STATEMENT_BYTES,
+    },
+  };
 }

@@ -38,7 +38,6 @@ export interface Target extends ScopeTarget {
   readonly credential_kind: string | null;
   /** whether queries can run on it in this version */
   readonly queryable: boolean;
-  readonly scopes: readonly ScopeRule[];
   readonly tables: readonly TableInfo[];
   readonly tiers: readonly string[];
   /** demo only */
@@ -53,8 +52,8 @@ export interface Pack {
   readonly targets: readonly string[];
 }
 
-export const TIERS_DEMO = ['container'] as const;
-export const TIERS_LIVE = ['container'] as const;
+/** the tiers of every target, demo and live alike */
+const TIERS = ['container'] as const;
 
 const READ_DEMO: ScopeRule = {
   name: 'read',
@@ -89,11 +88,10 @@ function demoTarget(d: DatasetDef): Target {
     pack: d.pack,
     credential_kind: null,
     queryable: true,
-    scopes: [{ ...READ_DEMO, examples: [`read:${first}`, 'read:*'] }, PERIOD],
     grammar: [{ ...READ_DEMO, examples: [`read:${first}`, 'read:*'] }, PERIOD],
     tableNames: tables.map((t) => t.name),
     tables,
-    tiers: TIERS_DEMO,
+    tiers: TIERS,
     dataset: d,
   };
 }
@@ -130,7 +128,6 @@ function liveTarget(l: LiveTargetDef): Target {
     pack: null,
     credential_kind: l.credentialKind,
     queryable: true,
-    scopes: grammar,
     grammar,
     tableNames: l.tables ? l.tables.map((t) => t.name) : null,
     ...(l.id === 'postgres-relay' || l.id === 'postgres'
@@ -144,7 +141,7 @@ function liveTarget(l: LiveTargetDef): Target {
       time_column: l.period && t.columns.some((c) => c.name === 'created') ? 'created' : null,
       columns: t.columns.map((c) => ({ name: c.name, type: c.type, description: c.description })),
     })),
-    tiers: TIERS_LIVE,
+    tiers: TIERS,
     live: l,
   };
 }
@@ -169,7 +166,7 @@ export class Catalogue {
   }
 }
 
-/** The public record of a target (what the API returns). */
+/** The public record of a target (what the API returns): its scope grammar is served as `scopes`. */
 export function targetRecord(t: Target): Record<string, unknown> {
   return {
     id: t.id,
@@ -179,7 +176,7 @@ export function targetRecord(t: Target): Record<string, unknown> {
     pack: t.pack,
     credential_kind: t.credential_kind,
     queryable: t.queryable,
-    scopes: t.scopes,
+    scopes: t.grammar,
     tables: t.tables,
     tiers: t.tiers,
   };

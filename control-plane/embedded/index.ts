@@ -5,12 +5,11 @@
  * statement in PGlite, which has no working statement_timeout.
  */
 import { Worker } from 'node:worker_threads';
+import type { ReadQueryResult } from '../results/index.js';
 import type { DataImage } from './image-fs.js';
-import type { BatchItemResult, QueryResult, ReadQueryResult, ReadQuerySpec, Request, Response, WorkerErrorInfo } from './messages.js';
+import type { BatchItemResult, QueryResult, ReadQuerySpec, Request, Response, WorkerErrorInfo } from './messages.js';
 
-export type { ColumnInfo, ReadQueryResult, ReadQuerySpec, Row } from './messages.js';
-export { collectRows, FETCH_BATCH, RowCollector, uniqueColumnNames, type Batch } from './result-rows.js';
-export { toJsonValue } from './json-values.js';
+export type { ReadQuerySpec } from './messages.js';
 
 type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void; progress?: (p: unknown) => void };
 type QueuedStatement = { readonly sql: string; readonly params: readonly unknown[]; resolve: (rows: Record<string, unknown>[]) => void; reject: (e: Error) => void };

@@ -1,14 +1,6 @@
 /** Messages between the event-loop thread and an embedded PostgreSQL (PGlite) worker thread. */
+import type { Row } from '../results/index.js';
 import type { DataImage } from './image-fs.js';
-
-export type Row = Record<string, unknown>;
-
-export interface ColumnInfo {
-  /** the name the rows are keyed by (duplicates in a result get `_2`, `_3` … suffixes) */
-  readonly name: string;
-  /** PostgreSQL type OID */
-  readonly type_oid: number;
-}
 
 export interface ReadQuerySpec {
   /** statements run first inside the read-only transaction (SET LOCAL …, set_config(…)); trusted */
@@ -19,15 +11,6 @@ export interface ReadQuerySpec {
   readonly maxBytes: number;
   /** EXPLAIN cannot run through a cursor */
   readonly direct: boolean;
-}
-
-export interface ReadQueryResult {
-  readonly columns: readonly ColumnInfo[];
-  /** rows keyed by column name, values already JSON-safe */
-  readonly rows: readonly Row[];
-  readonly truncated: boolean;
-  /** byte length (UTF-8) of JSON.stringify(rows), exactly what the agent receives */
-  readonly bytes: number;
 }
 
 export interface QueryResult {

@@ -10,8 +10,8 @@
  */
 import pg from 'pg';
 import { guardPgClient, pgConnectionGuard, type PgClientLike, type WireTrip } from '../../protocol/wire-guard.js';
-import { FETCH_BATCH, RowCollector, uniqueColumnNames } from './result-rows.js';
-import type { ColumnInfo, ReadQueryResult } from './messages.js';
+import { FETCH_BATCH, RowCollector, uniqueColumnNames } from '../results/index.js';
+import type { ColumnInfo, ReadQueryResult } from '../results/index.js';
 
 export interface GuardedRead {
   /** the statement, run directly (one round trip, e.g. EXPLAIN) or through a cursor */

@@ -5,8 +5,8 @@
 import { parentPort } from 'node:worker_threads';
 import { PGlite, type PGliteOptions } from '@electric-sql/pglite';
 import { ImageFs } from './image-fs.js';
-import type { BatchItemResult, ReadQueryResult, ReadQuerySpec, Request, Response, Row, WorkerErrorInfo } from './messages.js';
-import { collectRows, FETCH_BATCH } from './result-rows.js';
+import { collectRows, FETCH_BATCH, type ReadQueryResult, type Row } from '../results/index.js';
+import type { BatchItemResult, ReadQuerySpec, Request, Response, WorkerErrorInfo } from './messages.js';
 
 if (!parentPort) throw new Error('embedded/worker.ts must run in a worker thread');
 const port = parentPort;

@@ -6,7 +6,7 @@ import type { Config } from '../config.js';
 import { reservedFromUrl } from '../credentials/database.js';
 import { MysqlConnector, mysqlCredentialKind } from './mysql/index.js';
 import { PostgresConnector, postgresCredentialKind } from './postgres.js';
-import { restConnectors, restCredentialKinds } from './rest/index.js';
+import { restConnectors, restCredentialKinds, type EnginePool } from './rest/index.js';
 import type { CredentialKindDef, LiveConnector } from './types.js';
 
 export type { CredentialFields, CredentialKindDef, LiveConnector, LiveLimits, LiveRunContext, PreparedLiveQuery } from './types.js';
@@ -26,10 +26,6 @@ export class LiveRegistry {
     return this.byTarget.get(targetId);
   }
 
-  get targetIds(): readonly string[] {
-    return [...this.byTarget.keys()];
-  }
-
   /** Checks a credential of `kind` being registered with each connector using it (see LiveConnector.checkCredential). */
   async checkCredential(kind: string, secret: string, options: Readonly<Record<string, unknown>>): Promise<void> {
     for (const c of this.byTarget.values()) if (c.credentialKind === kind) await c.checkCredential?.(secret, options);
@@ -46,12 +42,16 @@ export class LiveRegistry {
   }
 }
 
-export function liveRegistry(config: Config): LiveRegistry {
+/**
+ * The connectors of one app. `restEngines` is the app's pool of query engines for the API and
+ * file targets: the app makes it (sized by SVC_LIVE_REST_ENGINES) and closes it at shutdown.
+ */
+export function liveRegistry(config: Config, restEngines: EnginePool): LiveRegistry {
   const network = {
     allowPrivate: config.liveAllowPrivate,
     // the control plane's own databases are never a customer database
     reserved: [...reservedFromUrl(config.databaseUrl), ...reservedFromUrl(config.demoDatabaseUrl)],
   };
-  const connectors: LiveConnector[] = [new PostgresConnector(network, config.livePoolSize), new MysqlConnector(network, config.livePoolSize), ...restConnectors(config.restApis)];
+  const connectors: LiveConnector[] = [new PostgresConnector(network, config.livePoolSize), new MysqlConnector(network, config.livePoolSize), ...restConnectors(config.restApis, restEngines)];
   return new LiveRegistry(connectors, [postgresCredentialKind, mysqlCredentialKind, ...restCredentialKinds]);
 }

@@ -11,7 +11,7 @@ import type { ConnectionOptions } from 'node:tls';
 import pg from 'pg';
 import type { ParsedScopes, Target } from '../catalogue/index.js';
 import { checkDatabaseAddress, credentialRejected, databaseCredentialKind, databaseEndpoint, parseDatabaseUrl, scrub, type DatabaseOptions, type DatabaseUrl, type ReservedDatabase } from '../credentials/database.js';
-import type { ReadQueryResult } from '../embedded/index.js';
+import type { ReadQueryResult } from '../results/index.js';
 import { GuardedPgClient, MessageTooLargeError, readGuarded, RowTooLargeError } from '../embedded/pg-guarded.js';
 import { ApiError } from '../errors.js';
 import { LiveConnections, poolKey, type PoolDriver } from './pool.js';

@@ -7,8 +7,11 @@
  * puts the credential (or any part of it) in an error message.
  */
 import type { ParsedScopes, Target } from '../catalogue/index.js';
-import type { ReadQueryResult } from '../embedded/index.js';
+import type { ReadQueryResult } from '../results/index.js';
 import type { SchemaListing } from '../query/schema.js';
+import type { CredentialFields } from './credential-fields.js';
+
+export type { CredentialFields } from './credential-fields.js';
 
 export interface LiveLimits {
   /** deadline for the whole statement (fetching pages included), ms */
@@ -31,19 +34,6 @@ export interface PreparedLiveQuery {
   readonly tablesAllowed: readonly string[] | '*';
   /** connector-private data carried from prepare to run (e.g. which API tables to fetch) */
   readonly plan?: unknown;
-}
-
-/**
- * The decrypted credential of a kind (docs/decisions.md, "Secrets are sealed and never leave": `secret` is the connection URL
- * for databases, the API key or token for APIs; `options` are the kind's non-secret settings).
- * Never log it.
- */
-export interface CredentialFields {
-  readonly kind: string;
-  readonly secret: string;
-  readonly options: Readonly<Record<string, unknown>>;
-  /** which registration of the credential this is (a credential registered again, even with the same secret, is another version) */
-  readonly version?: string;
 }
 
 /** One credential kind, as `GET /v1/connections/credentials/kinds` describes it and `POST` validates it. */

@@ -11,7 +11,7 @@ import type { CredentialStore } from '../credentials/index.js';
 import { scrub } from '../credentials/database.js';
 import { DemoQueryError, type DemoEngine } from '../demo/engine.js';
 import { scopeSettings } from './scope-settings.js';
-import type { ReadQueryResult } from '../embedded/index.js';
+import type { ReadQueryResult } from '../results/index.js';
 import { ApiError, isApiError } from '../errors.js';
 import type { LiveRegistry } from '../live/index.js';
 import type { LiveConnector, LiveRunContext, PreparedLiveQuery } from '../live/types.js';

@@ -9,7 +9,7 @@ import { parseScopes } from '../catalogue/index.js';
 import type { Limits } from '../config.js';
 import { assertUsable, connectionForQuery, getConnection } from '../connections/index.js';
 import { DemoQueryError } from '../demo/engine.js';
-import type { ColumnInfo, Row } from '../embedded/index.js';
+import type { ColumnInfo, Row } from '../results/index.js';
 import { ApiError, isApiError } from '../errors.js';
 import type { Store } from '../store/index.js';
 import { SqlPolicyError } from './sql/index.js';

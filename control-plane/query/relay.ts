@@ -6,7 +6,7 @@
  */
 import { ProtocolError, type QueryStream } from '../../protocol/index.js';
 import { RelayStreamError } from '../../protocol/relay-contract.js';
-import { RowCollector, uniqueColumnNames, type ColumnInfo, type ReadQueryResult } from '../embedded/index.js';
+import { RowCollector, uniqueColumnNames, type ColumnInfo, type ReadQueryResult } from '../results/index.js';
 import { ApiError } from '../errors.js';
 import type { ParsedScopes } from '../catalogue/index.js';
 import { isSystemSchema } from '../catalogue/scopes.js';

@@ -6,7 +6,7 @@
  * itself. A leaf: the connectors and backends import it, it imports none of them.
  */
 import { quoteLiteral } from './sql/quote.js';
-import type { ReadQueryResult } from '../embedded/index.js';
+import type { ReadQueryResult } from '../results/index.js';
 
 export interface SchemaColumn {
   readonly name: string;

@@ -14,7 +14,7 @@ import https from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import { issueReplicaCertificate, verifyReplicaCertificate, type Ca } from '../../pki/index.js';
-import type { ReadQueryResult } from '../embedded/index.js';
+import type { ReadQueryResult } from '../results/index.js';
 import { API_ERRORS, ApiError, isApiError, type ApiErrorCode } from '../errors.js';
 import type { Store } from '../store/index.js';
 import type { LeaseHolder } from './leases.js';

@@ -24,6 +24,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import { issueServerCertificate, tlsServerOptions, verifyClientCertificate, type Ca, type PkiErrorCode } from '../../pki/index.js';
 import { DEFAULT_MAX_FRAME_SIZE, Session } from '../../protocol/index.js';
 import { TUNNEL_CLOSES, TunnelRefusal, revocationClose, wsTransport, type TunnelRefusalReason, type TunnelRefusalStatus, type TunnelRevocationReason } from '../../protocol/relay-contract.js';
+import { DEFAULT_TUNNEL_DRAIN_MS } from '../config.js';
 import { isApiError } from '../errors.js';
 import { relayCa } from '../relays/ca.js';
 import { certificateInUse, CertificateNotCurrentError, checkCertificate, reissue, type RelayOptions } from '../relays/index.js';
@@ -60,7 +61,7 @@ export class TunnelRegistry {
   readonly drainTimeoutMs: number;
 
   constructor(o: TunnelRegistryOptions = {}) {
-    this.drainTimeoutMs = o.drainTimeoutMs ?? 60_000;
+    this.drainTimeoutMs = o.drainTimeoutMs ?? DEFAULT_TUNNEL_DRAIN_MS;
   }
 
   online(relayId: string): boolean {

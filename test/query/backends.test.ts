@@ -7,10 +7,13 @@ import t from 'tap';
 import { Catalogue } from '../../control-plane/catalogue/index.js';
 import { loadConfig } from '../../control-plane/config.js';
 import { liveRegistry } from '../../control-plane/live/index.js';
+import { EnginePool } from '../../control-plane/live/rest/index.js';
 
 t.test('each target names its backend, and the backend is there', async (t) => {
   const catalogue = new Catalogue();
-  const live = liveRegistry(loadConfig({ SVC_DATA_DIR: '/tmp/unused', LOG_LEVEL: 'silent' }));
+  const config = loadConfig({ SVC_DATA_DIR: '/tmp/unused', LOG_LEVEL: 'silent' });
+  const engines = new EnginePool(config.restApis.maxEngines);
+  const live = liveRegistry(config, engines);
   t.equal(catalogue.targets.length, 20);
   for (const target of catalogue.targets) {
     if (target.kind === 'demo') {
@@ -25,4 +28,5 @@ t.test('each target names its backend, and the backend is there', async (t) => {
     }
   }
   live.close();
+  await engines.close();
 });

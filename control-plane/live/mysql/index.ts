@@ -12,7 +12,7 @@
 import mysql from 'mysql2';
 import type { ParsedScopes, Target } from '../../catalogue/index.js';
 import { checkDatabaseAddress, credentialRejected, databaseCredentialKind, databaseEndpoint, parseDatabaseUrl, scrub, type DatabaseOptions, type DatabaseUrl } from '../../credentials/database.js';
-import { RowCollector, uniqueColumnNames, type ColumnInfo, type ReadQueryResult } from '../../embedded/index.js';
+import { RowCollector, uniqueColumnNames, type ColumnInfo, type ReadQueryResult } from '../../results/index.js';
 import { ApiError } from '../../errors.js';
 import { preparedFrom, type DatabaseNetwork } from '../postgres.js';
 import { LiveConnections, poolKey, type PoolDriver } from '../pool.js';

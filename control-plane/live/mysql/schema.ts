@@ -9,7 +9,7 @@
  * `orders` and `Orders` (two tables on a case-sensitive server) would each get the other's columns.
  */
 import type { ParsedScopes } from '../../catalogue/index.js';
-import type { ReadQueryResult } from '../../embedded/index.js';
+import type { ReadQueryResult } from '../../results/index.js';
 import { ApiError } from '../../errors.js';
 import { unreadAfterCut, type SchemaColumn, type SchemaListing, type SchemaTable } from '../../query/schema.js';
 import { isMysqlSystemSchema, MYSQL_SYSTEM_SCHEMAS, mysqlPolicy, nameCaseOf } from './policy.js';

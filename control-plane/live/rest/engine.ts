@@ -12,7 +12,8 @@
  * which is why engines are reused; the data never is.
  */
 import { randomBytes } from 'node:crypto';
-import { EmbeddedError, EmbeddedPostgres, IMAGE_INITDB, type ReadQueryResult } from '../../embedded/index.js';
+import { EmbeddedError, EmbeddedPostgres, IMAGE_INITDB } from '../../embedded/index.js';
+import type { ReadQueryResult } from '../../results/index.js';
 import { unpackImage, type DataImage } from '../../embedded/image-fs.js';
 import { ApiError } from '../../errors.js';
 import { quoteIdent } from '../../query/sql/quote.js';
@@ -53,7 +54,8 @@ interface Engine {
 
 /**
  * The empty engine every query engine starts from (its reader role made, `public` closed), built
- * once per process in a thread of its own (creating a database touches several hundred MB that
+ * once per process (a cache of immutable data, shared by every pool: it holds no state of any
+ * app) in a thread of its own (creating a database touches several hundred MB that
  * its thread keeps) and unpacked once: every engine runs on it in place. Engines stay in memory:
  * the data they fetch never goes to disk.
  */
@@ -79,7 +81,10 @@ async function startEngine(): Promise<Engine> {
   return { db, uses: 0 };
 }
 
-/** A bounded pool of engines; a wait for one ends at the query's signal. */
+/**
+ * A bounded pool of engines; a wait for one ends at the query's signal. One per app
+ * (control-plane/app.ts makes it, the REST connectors share it, the app closes it at shutdown).
+ */
 export class EnginePool {
   private readonly idle: Engine[] = [];
   private readonly waiters: ((e: Engine | null) => void)[] = [];
@@ -87,7 +92,8 @@ export class EnginePool {
   /** engines being started (each will serve the longest waiter) */
   private starting = 0;
   private closed = false;
-  constructor(private readonly max: number) {}
+  /** @param max engines at a time (SVC_LIVE_REST_ENGINES) */
+  constructor(readonly max: number) {}
 
   /** engines idle, ready for the next query (tests, metrics) */
   get idleCount(): number {

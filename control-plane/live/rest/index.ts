@@ -11,7 +11,7 @@
  * row cap (the statement then saw only the first ones).
  */
 import type { ParsedScopes, Target } from '../../catalogue/index.js';
-import type { ReadQueryResult } from '../../embedded/index.js';
+import type { ReadQueryResult } from '../../results/index.js';
 import { ApiError } from '../../errors.js';
 import { checkAndRewrite, periodPredicate, rowFiltersOf, SqlPolicyError, type ScopedTable, type SqlPolicy } from '../../query/sql/index.js';
 import type { CredentialKindDef, LiveConnector, LiveRunContext, PreparedLiveQuery } from '../types.js';
@@ -26,6 +26,7 @@ import type { ApiSpec } from './spec.js';
 import { definedTable, type SchemaListing } from '../../query/schema.js';
 import { FairGate } from '../../demo/gate.js';
 
+export { EnginePool } from './engine.js';
 export { nextLink } from './apis/github.js';
 export { parseCsv, CsvError } from './csv.js';
 export { STRIPE, GITHUB, HUBSPOT, SALESFORCE };
@@ -44,7 +45,7 @@ export interface RestConfig {
   readonly httpFilesAllowPrivate?: boolean;
   /** most bytes of one file (SVC_HTTP_FILES_MAX_BYTES, default 50 MB) */
   readonly httpFilesMaxBytes?: number;
-  /** ephemeral query engines at a time (SVC_LIVE_REST_ENGINES, default 4) */
+  /** http-files listings, and statements downloading files, at once (SVC_LIVE_REST_ENGINES); default: as many as the engine pool holds */
   readonly maxEngines?: number;
   /** extra trusted CA certificate (PEM) for HTTPS to providers and file servers, e.g. an internal CA */
   readonly ca?: string | undefined;
@@ -57,6 +58,8 @@ export const restCredentialKinds: CredentialKindDef[] = [...REST_CREDENTIAL_KIND
 const DEFAULT_FILE_BYTES = 50_000_000;
 const MAX_PAGE_BYTES = 32 * 1024 * 1024;
 const MAX_DISCOVERY = 64;
+/** rows of a file sent to its query engine in one insert */
+const INSERT_BATCH_ROWS = 2000;
 
 interface Plan {
   readonly kind: string;
@@ -66,25 +69,6 @@ interface Plan {
 
 /** the schema name agents may qualify a target's tables with, e.g. stripe.charges, http_files.orders */
 const schemaOf = (targetId: string): string => targetId.replace(/-/g, '_');
-
-/** one pool of query engines per process */
-let pool: EnginePool | undefined;
-function enginePool(max: number): EnginePool {
-  pool ??= new EnginePool(max);
-  return pool;
-}
-
-/** Start a query engine ahead of the first live API query (it takes an initdb: seconds). */
-export function warmRestEngines(): Promise<void> {
-  return enginePool(4).warm();
-}
-
-/** End the idle query engines (shutdown). */
-export async function closeRestEngines(): Promise<void> {
-  const p = pool;
-  pool = undefined;
-  await p?.close();
-}
 
 function result(scopes: ParsedScopes, policy: SqlPolicy, checked: ReturnType<typeof checkAndRewrite>, physical: string): PreparedLiveQuery {
   return {
@@ -111,11 +95,11 @@ function planOf(q: PreparedLiveQuery): Plan {
 async function withDatabase(
   q: PreparedLiveQuery,
   ctx: LiveRunContext,
-  engines: () => EnginePool,
+  engines: EnginePool,
   signal: AbortSignal,
   work: (db: Promise<QueryDatabase>) => Promise<boolean>,
 ): Promise<ReadQueryResult> {
-  const opening = QueryDatabase.open(engines(), signal, planOf(q).schema);
+  const opening = QueryDatabase.open(engines, signal, planOf(q).schema);
   opening.catch(() => undefined);
   try {
     const incomplete = await work(opening);
@@ -127,7 +111,7 @@ async function withDatabase(
   }
 }
 
-function apiConnector(api: ApiSpec, configured: string | undefined, config: RestConfig, engines: () => EnginePool): LiveConnector {
+function apiConnector(api: ApiSpec, configured: string | undefined, config: RestConfig, engines: EnginePool): LiveConnector {
   const schema = schemaOf(api.id);
   const tables = new Map(api.tables.map((t) => [t.name, t]));
   return {
@@ -285,17 +269,18 @@ async function admitted(listings: FairGate, orgId: string, signal: AbortSignal, 
   }
 }
 
-function filesConnector(config: RestConfig, engines: () => EnginePool): LiveConnector {
+function filesConnector(config: RestConfig, engines: EnginePool): LiveConnector {
   const schema = schemaOf('http-files');
   const maxBytes = config.httpFilesMaxBytes ?? DEFAULT_FILE_BYTES;
   // A listing is free, so it must not be a way to make the control plane download and parse
   // files without bound: one organization lists its files one listing at a time, and at most as
   // many listings run at once as query engines may (each holds up to twice the file limit).
-  const listings = new FairGate(config.maxEngines ?? 4, 1);
+  const places = config.maxEngines ?? engines.max;
+  const listings = new FairGate(places, 1);
   // Statements and listings download files under a place of their own: as many at once as query
   // engines may run, half of them (at least one) for one organization; the same file wanted by
   // several at once is downloaded once (./downloads.ts).
-  const downloads = new FileDownloads(config.maxEngines ?? 4, Math.max(1, Math.floor((config.maxEngines ?? 4) / 2)));
+  const downloads = new FileDownloads(places, Math.max(1, Math.floor(places / 2)));
   /** How `count` files read at once are fetched. */
   const filePolicy = (count: number, signal: AbortSignal, deadline: number): RequestPolicy => {
     // the files one statement reads hold at most twice what one file may, together: each of them
@@ -377,7 +362,7 @@ function filesConnector(config: RestConfig, engines: () => EnginePool): LiveConn
                 const data = await (reads.loaded[t] as Promise<LoadedFile>);
                 const db = await opening;
                 await db.createTable(name, data.columns);
-                for (let i = 0; i < data.rows.length; i += 2000) await db.insert(name, data.columns, data.rows.slice(i, i + 2000));
+                for (let i = 0; i < data.rows.length; i += INSERT_BATCH_ROWS) await db.insert(name, data.columns, data.rows.slice(i, i + INSERT_BATCH_ROWS));
                 return data.truncated;
               }),
             );
@@ -398,10 +383,11 @@ function fileReads(ctx: LiveRunContext, files: readonly FileSpec[], policy: Requ
   return { orgId: ctx.orgId, version: ctx.credential.version, secret: ctx.credential.secret, files, maxRows: ctx.limits.maxRows, policy };
 }
 
-/** One connector per REST target. */
-export function restConnectors(config: RestConfig = {}): LiveConnector[] {
-  // looked up per query: after closeRestEngines() (shutdown) a later query starts a new pool
-  const engines = (): EnginePool => enginePool(config.maxEngines ?? 4);
+/**
+ * One connector per REST target. Their statements run on `engines`, a pool its owner makes
+ * (the app: control-plane/app.ts, sized by SVC_LIVE_REST_ENGINES), warms and closes.
+ */
+export function restConnectors(config: RestConfig, engines: EnginePool): LiveConnector[] {
   return [
     apiConnector(STRIPE, config.stripeApiBase, config, engines),
     apiConnector(GITHUB, config.githubApiBase, config, engines),

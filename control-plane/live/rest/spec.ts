@@ -6,7 +6,7 @@
  * next page, where the objects are in a response, and which columns of which SQL types each
  * object becomes.
  */
-import type { CredentialFields } from '../types.js';
+import type { CredentialFields } from '../credential-fields.js';
 
 /** SQL types a column can have. Every value is normalized in JS first (./values.ts). */
 export type SqlType = 'text' | 'bigint' | 'numeric' | 'boolean' | 'timestamptz' | 'jsonb';

@@ -6,12 +6,7 @@
  */
 import t from 'tap';
 import { api, openConnection, signupAgent, startServer } from '../../helpers/server.js';
-import { closeRestEngines, warmRestEngines } from '../../../control-plane/live/rest/index.js';
 import { json, provider } from './helpers.js';
-
-// the server runs in this process: warm its query-engine pool (an engine costs an initdb) and end it after
-t.before(() => warmRestEngines());
-t.teardown(closeRestEngines);
 
 const STRIPE_KEY = 'rk_test_E2Eabcdefghijklmnop0123';
 const GH_TOKEN = 'ghp_E2Eabcdefghijklmnopqrstuvwxyz01234';
@@ -36,6 +31,8 @@ t.test('stripe, github, hubspot and salesforce answer queries through the API', 
     await srv.close();
     await Promise.all([stripe, github, hubspot, salesforce].map((p) => p.close()));
   });
+  // warm the server's query-engine pool (an engine costs an initdb); it ends with the server
+  await srv.svc.restEngines.warm();
   const a = await signupAgent(srv.url);
   const texts: string[] = [];
   const call = async <T = Record<string, unknown>>(method: string, path: string, body?: unknown) => {

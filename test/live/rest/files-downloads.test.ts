@@ -7,12 +7,12 @@
 import t, { type Test } from 'tap';
 import { createCa, issueServerCertificate } from '../../../pki/index.js';
 import { ApiError } from '../../../control-plane/errors.js';
-import { closeRestEngines, CsvError, parseCsv, warmRestEngines } from '../../../control-plane/live/rest/index.js';
+import { CsvError, parseCsv } from '../../../control-plane/live/rest/index.js';
 import { CsvReader, type CsvLimits } from '../../../control-plane/live/rest/csv.js';
-import { connector, provider, query, type Provider, type Seen } from './helpers.js';
+import { connector, engines, provider, query, type Provider, type Seen } from './helpers.js';
 
-t.before(() => warmRestEngines());
-t.teardown(closeRestEngines);
+t.before(() => engines.warm());
+t.teardown(() => engines.close());
 
 const ca = createCa({ keyBits: 2048 });
 const cert = issueServerCertificate(ca, { dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'] });

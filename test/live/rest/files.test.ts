@@ -6,12 +6,12 @@
 import t from 'tap';
 import { createCa, issueServerCertificate } from '../../../pki/index.js';
 import { ApiError } from '../../../control-plane/errors.js';
-import { closeRestEngines, CsvError, parseCsv, restCredentialKinds, warmRestEngines } from '../../../control-plane/live/rest/index.js';
+import { CsvError, parseCsv, restCredentialKinds } from '../../../control-plane/live/rest/index.js';
 import { SqlPolicyError } from '../../../control-plane/query/sql/index.js';
-import { connector, describe, provider, query, type Provider } from './helpers.js';
+import { connector, describe, engines, provider, query, type Provider } from './helpers.js';
 
-t.before(() => warmRestEngines());
-t.teardown(closeRestEngines);
+t.before(() => engines.warm());
+t.teardown(() => engines.close());
 
 const ca = createCa({ keyBits: 2048 });
 const cert = issueServerCertificate(ca, { dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'] });

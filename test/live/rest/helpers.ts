@@ -7,9 +7,9 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { Catalogue, parseScopes, type ParsedScopes, type Target } from '../../../control-plane/catalogue/index.js';
 import { initSqlParser } from '../../../control-plane/query/sql/index.js';
-import { restConnectors, type RestConfig } from '../../../control-plane/live/rest/index.js';
+import { EnginePool, restConnectors, type RestConfig } from '../../../control-plane/live/rest/index.js';
 import type { LiveConnector, LiveRunContext } from '../../../control-plane/live/types.js';
-import type { ReadQueryResult } from '../../../control-plane/embedded/index.js';
+import type { ReadQueryResult } from '../../../control-plane/results/index.js';
 import type { SchemaListing } from '../../../control-plane/query/schema.js';
 
 export interface Seen {
@@ -70,8 +70,14 @@ export function target(id: string): Target {
   return t;
 }
 
-export function connector(id: string, config: RestConfig): LiveConnector {
-  const c = restConnectors(config).find((x) => x.targetId === id);
+/**
+ * The query engines the connectors of one test file share (the app's pool in a server): a file
+ * warms them before its tests (an engine costs an initdb) and closes them after.
+ */
+export const engines = new EnginePool(4);
+
+export function connector(id: string, config: RestConfig, pool: EnginePool = engines): LiveConnector {
+  const c = restConnectors(config, pool).find((x) => x.targetId === id);
   if (!c) throw new Error(`no connector ${id}`);
   return c;
 }

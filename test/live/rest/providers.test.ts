@@ -6,11 +6,11 @@
  */
 import t from 'tap';
 import { ApiError } from '../../../control-plane/errors.js';
-import { closeRestEngines, nextLink, restCredentialKinds, warmRestEngines } from '../../../control-plane/live/rest/index.js';
-import { connector, json, provider, query, type Seen } from './helpers.js';
+import { nextLink, restCredentialKinds } from '../../../control-plane/live/rest/index.js';
+import { connector, engines, json, provider, query, type Seen } from './helpers.js';
 
-t.before(() => warmRestEngines());
-t.teardown(closeRestEngines);
+t.before(() => engines.warm());
+t.teardown(() => engines.close());
 
 const day = 86_400_000;
 const iso = (ms: number): string => new Date(ms).toISOString().replace('.000Z', 'Z');

@@ -7,8 +7,8 @@
 import t from 'tap';
 import { ApiError } from '../../../control-plane/errors.js';
 import { SqlPolicyError } from '../../../control-plane/query/sql/index.js';
-import { closeRestEngines, restCredentialKinds, warmRestEngines } from '../../../control-plane/live/rest/index.js';
-import { connector, json, provider, query, series, unix, type Seen } from './helpers.js';
+import { restCredentialKinds } from '../../../control-plane/live/rest/index.js';
+import { connector, engines, json, provider, query, series, unix, type Seen } from './helpers.js';
 
 const KEY = 'rk_test_51HxAbCdEfGhIjKlMnOpQrStUv';
 const N = 300;
@@ -74,7 +74,7 @@ function stripe(mode: Mode = {}) {
 const truth = (from: string, to: string) => charges.filter((c) => c.created >= unix(from) && c.created < unix(to));
 
 t.before(async () => {
-  await warmRestEngines(); // an engine costs an initdb; the first query should not pay it under a 10 s deadline
+  await engines.warm(); // an engine costs an initdb; the first query should not pay it under a 10 s deadline
 });
 
 t.test('period scope becomes created[gte]/created[lt]; only the table read is fetched; answer is exact', async (t) => {
@@ -204,7 +204,7 @@ t.test('hostile SQL is refused before any request, like on demo targets', async 
   t.same(ok.rows, [{ n: 20 }], 'the schema-qualified name works');
 });
 
-t.teardown(closeRestEngines);
+t.teardown(() => engines.close());
 
 t.test('stripe credential kind: restricted keys only; messages never echo the key', async (t) => {
   const kind = restCredentialKinds.find((k) => k.kind === 'stripe');

@@ -5,7 +5,7 @@
  * loop per query; the subtest's own timeout catches a regression).
  */
 import t from 'tap';
-import { uniqueColumnNames } from '../../control-plane/embedded/result-rows.js';
+import { uniqueColumnNames } from '../../control-plane/results/rows.js';
 
 t.test('duplicates are numbered around the names already taken', async (t) => {
   t.same(uniqueColumnNames(['id', 'name', 'id', 'id']), ['id', 'name', 'id_2', 'id_3']);

@@ -3,7 +3,7 @@
  * while reading: the same code for every engine, so `bytes` always equals the byte length of
  * `JSON.stringify(rows)` in the response.
  */
-import type { ColumnInfo, ReadQueryResult, Row } from './messages.js';
+import type { ColumnInfo, ReadQueryResult, Row } from './result.js';
 import { toJsonValue } from './json-values.js';
 
 export function uniqueColumnNames(names: readonly string[]): string[] {
