@@ -20,7 +20,6 @@ export {
   type ReadFailure,
   type ReadOnlyRequest,
   type ReadOutcome,
-  type ReadProgress,
   type ReadResult,
   type ShapedRow,
 } from './run.js';

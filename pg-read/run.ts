@@ -21,16 +21,6 @@ import { pgConnectionGuard, type WireTrip } from '../protocol/wire-guard.js';
 import { sendCancelRequest, within, type CancelTarget } from './cancel.js';
 import { PortalQuery, RELEASE_SESSION_LOCKS, type PortalSink } from './portal.js';
 
-/** how far a read has got, as the byte budget of its next row is computed from it */
-export interface ReadProgress {
-  /** rows taken */
-  readonly rows: number;
-  /** bytes of the rows taken, as `shape` measured them */
-  readonly bytes: number;
-  /** bytes of every row message let through since the read began, as they were declared on the wire (the caller's own statements' rows included) */
-  readonly wireBytes: number;
-}
-
 export interface ShapedRow<R> {
   readonly row: R;
   /** what the row counts against maxBytes */
@@ -56,8 +46,13 @@ export interface ReadOnlyRequest<R = unknown[]> {
   readonly signal?: AbortSignal;
   /** the row as handed to `onRows`, and its bytes; default: the parsed values as they are, measured by valueBytes (then R is unknown[]) */
   readonly shape?: (values: unknown[]) => ShapedRow<R>;
-  /** bytes the statement's next row may declare on the wire; a larger row is refused before it is decoded */
-  readonly rowBudget: (progress: ReadProgress) => number;
+  /**
+   * bytes the statement's next row may declare on the wire; a larger row is refused before it is
+   * decoded. `bytes`: of the rows taken, as `shape` measured them; `wireBytes`: of every row
+   * message let through since the read began, as they declared themselves on the wire (the rows
+   * of our own statements before it included)
+   */
+  readonly rowBudget: (bytes: number, wireBytes: number) => number;
   /** rows per onRows batch (default 500) */
   readonly batchRows?: number;
   /** the statement's columns: when they arrive, or with [] before the outcome when it returned none. A rejection fails the read (`consumer`) */
@@ -131,8 +126,9 @@ type PgClient = pg.ClientBase & CancelTarget;
 
 /** The read; see the file's comment. Throws only when the client is not guarded (a GuardedPgClient). */
 export async function runReadOnly<R = unknown[]>(client: pg.ClientBase, req: ReadOnlyRequest<R>): Promise<ReadOutcome> {
-  const guard = pgConnectionGuard(client);
-  if (!guard) throw new Error('runReadOnly: the pg client is not guarded (make it a GuardedPgClient)');
+  const found = pgConnectionGuard(client);
+  if (!found) throw new Error('runReadOnly: the pg client is not guarded (make it a GuardedPgClient)');
+  const guard = found;
   const c = client as PgClient;
   const stream = (client as unknown as { connection: { stream: { pause(): void; resume(): void } } }).connection.stream;
   const { maxRows, maxBytes, signal } = req;
@@ -208,9 +204,8 @@ export async function runReadOnly<R = unknown[]>(client: pg.ClientBase, req: Rea
   // a DataRow declaring more bytes than the budget left is never decoded: the guard closes the
   // connection before pg reads it. Our own statements' rows have a small budget of their own
   const wireBefore = guard.rowBytes;
-  const progress = { get rows() { return rowCount; }, get bytes() { return bytes; }, get wireBytes() { return guard.rowBytes - wireBefore; } };
   guard.use({
-    rowBudget: () => (query.inStatement ? Math.max(0, req.rowBudget(progress)) : OWN_ROW_BYTES),
+    rowBudget: () => (query.inStatement ? Math.max(0, req.rowBudget(bytes, guard.rowBytes - wireBefore)) : OWN_ROW_BYTES),
     onTrip: () => {
       broken = true; // the connection is closed: never used again
       cancel();
@@ -336,9 +331,14 @@ export async function runReadOnly<R = unknown[]>(client: pg.ClientBase, req: Rea
     };
   }
 
-  const outcome = await (async (): Promise<{ ok: true; result: ReadResult } | { ok: false; failure: ReadFailure }> => {
-    void client.query(query as unknown as pg.QueryConfig);
-    // the database answers (or fails), the caps stop us, or the caller goes away
+  void client.query(query as unknown as pg.QueryConfig);
+  const outcome = await decide();
+  finished = true;
+  const fate = settle();
+  return outcome.ok ? { ok: true, result: outcome.result, settled: fate } : { ok: false, failure: outcome.failure, settled: fate };
+
+  /** the outcome: once the database answered (or failed), the caps stopped us, or the caller went away */
+  async function decide(): Promise<{ ok: true; result: ReadResult } | { ok: false; failure: ReadFailure }> {
     await until(() => settled || statementDone || truncated || aborted || timedOut || consumerError !== null || guard.tripped !== null);
     if (aborted) return { ok: false, failure: { kind: 'aborted', reason: signal?.reason } };
     if (timedOut) return { ok: false, failure: { kind: 'timeout' } };
@@ -354,7 +354,7 @@ export async function runReadOnly<R = unknown[]>(client: pg.ClientBase, req: Rea
     }
     // the rows read so far go out, then the outcome
     pump();
-    await until(() => (pending.length === 0 && pumping === null) || consumerError !== null || aborted || timedOut);
+    if (pending.length > 0 || pumping !== null) await until(() => (pending.length === 0 && pumping === null) || consumerError !== null || aborted || timedOut);
     if (aborted) return { ok: false, failure: { kind: 'aborted', reason: signal?.reason } };
     if (consumerError !== null) return { ok: false, failure: { kind: 'consumer', error: consumerError } };
     // (rows still on their way to the consumer when the deadline passed would be missing from a result)
@@ -362,12 +362,10 @@ export async function runReadOnly<R = unknown[]>(client: pg.ClientBase, req: Rea
     sendColumns([]);
     if (consumerError !== null) return { ok: false, failure: { kind: 'consumer', error: consumerError } };
     return { ok: true, result: { fields: fields ?? [], rows: rowCount, bytes, truncated, command: truncated ? undefined : command } };
-  })();
-  finished = true;
-  return { ...outcome, settled: settle() };
+  }
 
   /** the rest of the answer, then whether the connection may be used again */
-  async function settle(): Promise<boolean> {
+  function settle(): Promise<boolean> {
     clearTimeout(timer);
     signal?.removeEventListener('abort', onAbort);
     // nothing more is read: a statement still running is stopped (unless the row limit ends it)
@@ -376,6 +374,15 @@ export async function runReadOnly<R = unknown[]>(client: pg.ClientBase, req: Rea
       paused = false;
       stream.resume();
     }
+    // (mostly: the whole answer came with the statement's)
+    if (settled && failure === null && !broken && !query.unsent) {
+      guard.use(null);
+      return Promise.resolve(true);
+    }
+    return finish();
+  }
+
+  async function finish(): Promise<boolean> {
     // the CancelRequest is delivered first: behind a pooler (PgBouncer) its key is this client
     // connection's, and a pooler drops a cancel whose connection is gone. Then whatever is still
     // on the wire is dropped with the connection
@@ -396,7 +403,7 @@ export async function runReadOnly<R = unknown[]>(client: pg.ClientBase, req: Rea
         if (cancelling) await cancelling;
         return false;
       }
-      guard?.use(null); // our own statements, and the next user of the connection, read without this read's budget
+      guard.use(null); // our own statements, and the next user of the connection, read without this read's budget
       // after an error the transaction is aborted (or was never begun): end it before reuse (the
       // failure skipped the pipeline's own ROLLBACK and lock release)
       if (failure !== null) await within(client.query(`ROLLBACK; ${RELEASE_SESSION_LOCKS}`), SETTLE_TIMEOUT_MS);

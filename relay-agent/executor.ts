@@ -249,7 +249,7 @@ export function createExecutor(opts: ExecutorOptions): Executor {
         signal: q.signal,
         batchRows: limits.fetchRows,
         // value bytes, as valueBytes() counts them, against the bytes the rows declare on the wire
-        rowBudget: (p) => maxBytes + OWN_ROWS_SLACK - p.wireBytes,
+        rowBudget: (_bytes, wireBytes) => maxBytes + OWN_ROWS_SLACK - wireBytes,
         onColumns: (fields) => q.sendColumns(fields.map((f): Column => ({ name: f.name, typeOid: f.dataTypeID }))),
         onRows: (rows) => q.sendRows(rows as Value[][]), // (pg's array rows hold null, never undefined)
         onCancel: () => void cancels++,

@@ -64,7 +64,7 @@ export async function readCollected(client: pg.ClientBase, o: CollectedRead): Pr
     },
     // the JSON of a row is at least its wire payload for every type but bytea (hex on the wire,
     // base64 out) and json with spaces: what is left of maxBytes bounds the row's wire size
-    rowBudget: (p) => o.maxBytes - (p.bytes === 0 ? 2 : p.bytes + 1),
+    rowBudget: (bytes) => o.maxBytes - (bytes === 0 ? 2 : bytes + 1),
     onRows: (batch) => {
       for (const r of batch) rows.push(r);
     },

@@ -4,8 +4,9 @@
  * rewritten by the PostgreSQL parser against `read:<schema>.<table>` / `filter:` scopes (the
  * relay's policy), then runs in a READ ONLY transaction with statement_timeout, read through a
  * cursor under the row and byte caps in one round trip (pg-read, postgres-read.ts), cancelled at
- * the database (CancelRequest) at the deadline, and always rolled back. The database's own privileges apply too: the statement runs
- * as the credential's role, so it reads only what that role may read.
+ * the database (CancelRequest) at the deadline, and always rolled back. The database's own
+ * privileges apply too: the statement runs as the credential's role, so it reads only what that
+ * role may read.
  */
 import type { ConnectionOptions } from 'node:tls';
 import pg from 'pg';

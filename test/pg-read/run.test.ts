@@ -35,7 +35,7 @@ if (!(await realPostgresAvailable())) {
       timeoutMs: 10_000,
       maxRows: 1000,
       maxBytes: 1_000_000,
-      rowBudget: (p) => 1_000_000 - p.bytes,
+      rowBudget: (bytes) => 1_000_000 - bytes,
       onRows: (b) => {
         batches.push(b.length);
         rows.push(...b);
@@ -95,7 +95,7 @@ if (!(await realPostgresAvailable())) {
     t.equal(rows.cancels(), 0);
     const exact = await read(c, 'SELECT g FROM generate_series(1, 3) g', { maxRows: 3 });
     t.ok(exact.out.ok && !exact.out.result.truncated, 'exactly the cap: not truncated');
-    const bytes = await read(await connect(), "SELECT repeat('x', 100) FROM generate_series(1, 100000) g", { maxBytes: 1000, rowBudget: (p) => 1_000_000 - p.bytes });
+    const bytes = await read(await connect(), "SELECT repeat('x', 100) FROM generate_series(1, 100000) g", { maxBytes: 1000, rowBudget: (bytes) => 1_000_000 - bytes });
     t.ok(bytes.out.ok && bytes.out.result.truncated);
     t.equal(bytes.rows.length, 10, 'the rows that fit');
     if (bytes.out.ok) t.equal(bytes.out.result.bytes, 1000);
