@@ -5,7 +5,7 @@
  *
  *  1. refuses to pack when a dependency is not pinned to exactly the version in the root
  *     package-lock.json, or `bundleDependencies` does not name every dependency;
- *  2. compiles cli/svc-relay.ts and what it imports (relay-agent/, protocol/, pki/) into a fresh
+ *  2. compiles cli/svc-relay.ts and what it imports (relay-agent/, pg-read/, protocol/, pki/) into a fresh
  *     relay-agent/dist/ (relay-agent/tsconfig.json; no tests, no control plane, no source maps);
  *  3. refuses when the package's version is not the relay's RELAY_AGENT_VERSION
  *     (`svc-relay/<version>` in relay-agent/version.ts, the source), or the compiled code imports a

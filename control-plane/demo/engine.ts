@@ -3,21 +3,18 @@
  * demo database unpacked once into shared memory (each copies only the files it writes; see
  * embedded/image-fs.ts), so a slow query holds one worker and nobody else; a
  * statement past its deadline is stopped by terminating its worker (PGlite has no working
- * statement_timeout), which is then replaced. External (SVC_DEMO_DATABASE_URL): a `pg` pool, with
- * statement_timeout enforced by the server.
+ * statement_timeout), which is then replaced. External (SVC_DEMO_DATABASE_URL, external.ts): a
+ * `pg` pool, with statement_timeout enforced by the server.
  */
-import { createHash } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import pg from 'pg';
 import { EmbeddedError, EmbeddedPostgres, IMAGE_INITDB, siblingModule } from '../embedded/index.js';
 import type { ReadQueryResult } from '../results/index.js';
 import { unpackImage, type DataImage } from '../embedded/image-fs.js';
-import { GuardedPgClient, MessageTooLargeError, readGuarded, RowTooLargeError } from '../embedded/pg-guarded.js';
 import { ApiError } from '../errors.js';
 import type { DatasetDef } from './types.js';
 import type { SeedProgress } from './seed.js';
-import { DEMO_READER_ROLE, demoFingerprint, loadScript } from './load.js';
+import { DEMO_READER_ROLE, demoFingerprint } from './load.js';
 import { FairGate, GateError } from './gate.js';
 
 export interface DemoQuery {
@@ -78,12 +75,12 @@ export interface DemoEngine {
  * Whom a statement is shared (and held back) as: its organization, or for trial work its client
  * address (many free organizations from one address are one tenant of the trial share).
  */
-function tenantKey(q: DemoQuery): string {
+export function tenantKey(q: DemoQuery): string {
   return q.trial ? `trial:${q.address ?? q.tenant}` : q.tenant;
 }
 
 /** Run `work` once the fair gate admits the statement, within its deadline. */
-async function admitted<T>(gate: FairGate, q: DemoQuery, work: (deadline: number) => Promise<T>): Promise<T> {
+export async function admitted<T>(gate: FairGate, q: DemoQuery, work: (deadline: number) => Promise<T>): Promise<T> {
   const deadline = Date.now() + q.timeoutMs;
   let leave: () => void;
   try {
@@ -107,7 +104,7 @@ async function admitted<T>(gate: FairGate, q: DemoQuery, work: (deadline: number
   }
 }
 
-function preamble(q: DemoQuery): string[] {
+export function preamble(q: DemoQuery): string[] {
   return [
     `SET LOCAL ROLE ${DEMO_READER_ROLE}`,
     `SET LOCAL statement_timeout = ${Math.max(1, Math.floor(q.timeoutMs))}`,
@@ -220,7 +217,7 @@ export interface EmbeddedPoolOptions {
 }
 
 /** Half the engine at most for one organization, so others always find room. */
-function perTenant(capacity: number): number {
+export function perTenant(capacity: number): number {
   return Math.max(1, Math.floor(capacity / 2));
 }
 
@@ -450,215 +447,6 @@ export class EmbeddedDemoEngine implements DemoEngine {
   }
 }
 
-// ---------------------------------------------------------------------------------------------
-// External PostgreSQL
-
-const INT8_OID = 20;
-const pgTypes = {
-  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
-    oid === INT8_OID ? (v: string) => v : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
-};
-
-/**
- * Advisory-lock keys on the shared demo database, in the two-int4 form (never the bigint form our
- * other locks use): a tenant's places are (hash of the tenant, TENANT_SPACE + slot), the free
- * class's are (TRIAL_CLASS, TRIAL_SPACE + slot); the second keys' ranges do not overlap.
- */
-const TENANT_SPACE = 0x53560000;
-const TRIAL_CLASS = 0x53565452;
-const TRIAL_SPACE = 0x53561000;
-/** how long a statement waits before asking the shared database for a place again */
-const SLOT_RETRY_MS = 50;
-
-/**
- * The places one statement needs across every replica sharing the demo database, taken as
- * transaction-scoped advisory locks on the connection that runs it (released by its ROLLBACK, or
- * by the server when the connection or the replica dies): one of its tenant's places and, for
- * trial work, one of the free class's. A free tenant (one client address) may hold at most half
- * of the free class's places, so one address flooding through one replica leaves places for free
- * callers on the others. Each replica's own gate orders its callers; these make the shares
- * global, so a tenant (or the free class) holds no more of the shared database through several
- * replicas than through one.
- */
-function slotQuery(q: DemoQuery, perTenantSlots: number, trialSlots: number): string {
-  const hash = createHash('sha256').update(tenantKey(q)).digest().readInt32BE(0);
-  const tenantSlots = q.trial ? Math.max(1, Math.floor(trialSlots / 2)) : perTenantSlots;
-  const take = (key1: number, space: number, n: number): string =>
-    `(SELECT s FROM generate_series(0, ${Math.min(64, Math.max(1, n)) - 1}) s WHERE pg_try_advisory_xact_lock(${key1}, ${space} + s) LIMIT 1)`;
-  return `SELECT ${take(hash, TENANT_SPACE, tenantSlots)} AS tenant_slot, ${q.trial ? take(TRIAL_CLASS, TRIAL_SPACE, trialSlots) : '0'} AS trial_slot`;
-}
-
-/** Resolves after `ms`, or at once when `signal` aborts. */
-function pause(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = (): void => {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener('abort', done, { once: true });
-  });
-}
-
-export class PostgresDemoEngine implements DemoEngine {
-  readonly kind = 'postgres' as const;
-  private readonly pool: pg.Pool;
-  readonly gate: FairGate;
-
-  private constructor(pool: pg.Pool, poolSize: number) {
-    this.pool = pool;
-    // one place is kept free for cancelling statements that pass their deadline
-    const capacity = Math.max(1, poolSize - 1);
-    this.gate = new FairGate(capacity, perTenant(capacity), perTenant(capacity));
-  }
-
-  /**
-   * A pooled connection inside a read-only transaction that holds this statement's shared places
-   * (slotQuery), waiting for them until the deadline; `DEMO_ERR_BUSY` when none came free.
-   */
-  private async placed(q: DemoQuery, deadline: number): Promise<pg.PoolClient> {
-    for (;;) {
-      if (q.signal?.aborted) throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the statement was stopped before it ran');
-      let c: pg.PoolClient;
-      try {
-        c = await this.pool.connect();
-      } catch {
-        throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo database is unreachable');
-      }
-      let places: { tenant_slot: number | null; trial_slot: number | null } | undefined;
-      try {
-        // the transaction, its places and its settings (ours, never the agent's text) in one simple-protocol round trip
-        const results = (await c.query([
-          'BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY',
-          slotQuery(q, this.gate.perTenant, this.gate.trialCapacity),
-          ...preamble(q),
-        ].join(';\n'))) as unknown as pg.QueryResult<{ tenant_slot: number | null; trial_slot: number | null }>[];
-        places = results[1]?.rows[0];
-      } catch (err) {
-        await c.query('ROLLBACK').catch(() => undefined);
-        c.release(true);
-        if (err instanceof pg.DatabaseError) throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', `the demo database refused the statement's transaction: ${err.message}`);
-        throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo database is unreachable');
-      }
-      if (places && places.tenant_slot !== null && places.trial_slot !== null) return c;
-      // this tenant's (or the free class's) places are all held through other replicas: wait
-      const clean = await c.query('ROLLBACK').then(
-        () => true,
-        () => false,
-      );
-      c.release(!clean); // a connection whose rollback failed may still hold its transaction: never reused
-      // a place found with too little time left would only run to be cancelled (and charged) at the deadline
-      if (deadline - Date.now() <= Math.max(SLOT_RETRY_MS * 2, q.timeoutMs / 4)) {
-        const whose = q.trial ? 'free-trial statements (all replicas together)' : "this organization's other statements (through every replica)";
-        throw new DemoQueryError('DEMO_ERR_BUSY', `no place on the demo database came free in time for the statement's ${q.timeoutMs} ms deadline: ${whose} hold its share; nothing ran or was charged: retry in a few seconds, or send fewer statements at once`, { retryAfter: 2 });
-      }
-      await pause(SLOT_RETRY_MS / 2 + Math.random() * SLOT_RETRY_MS, q.signal);
-    }
-  }
-
-  /** Connect, and load the demo data when the database does not hold this version of it. */
-  static async start(url: string, datasets: readonly DatasetDef[], poolSize = 10, info?: DemoEngineOptions['info']): Promise<PostgresDemoEngine> {
-    const pool = new pg.Pool({ connectionString: url, max: poolSize, types: pgTypes, application_name: 'svc-demo', connectionTimeoutMillis: 5000, Client: GuardedPgClient });
-    // an idle client dropped by the server (restart, idle timeout) must not crash the process
-    pool.on('error', () => undefined);
-    // so must a checked-out one whose connection drops (or that the wire guard closed): its query fails, not the process
-    pool.on('connect', (client) => {
-      client.on('error', () => undefined);
-    });
-    const fingerprint = demoFingerprint(datasets);
-    const c = await pool.connect();
-    try {
-      await c.query('SELECT pg_advisory_lock(7361002)');
-      const present = await c.query<{ fingerprint: string }>(
-        `SELECT fingerprint FROM svc_meta.demo_version WHERE to_regclass('svc_meta.demo_version') IS NOT NULL`,
-      ).catch(() => ({ rows: [] as { fingerprint: string }[] }));
-      if (present.rows[0]?.fingerprint !== fingerprint) {
-        const started = Date.now();
-        info?.('generating the demo datasets into SVC_DEMO_DATABASE_URL (first start, or a new version of them); demo queries wait', { targets: datasets.length });
-        await c.query('BEGIN');
-        for (const stmt of loadScript(datasets, fingerprint)) await c.query(stmt);
-        await c.query('COMMIT');
-        info?.('demo datasets loaded into SVC_DEMO_DATABASE_URL; later starts reuse them', { ms: Date.now() - started });
-      }
-    } catch (err) {
-      await c.query('ROLLBACK').catch(() => undefined);
-      throw err;
-    } finally {
-      await c.query('SELECT pg_advisory_unlock(7361002)').catch(() => undefined);
-      c.release();
-    }
-    return new PostgresDemoEngine(pool, poolSize);
-  }
-
-  run(q: DemoQuery): Promise<ReadQueryResult> {
-    return admitted(this.gate, q, (deadline) => this.runOnce(q, deadline));
-  }
-
-  private async runOnce(q: DemoQuery, deadline: number): Promise<ReadQueryResult> {
-    const c = await this.placed(q, deadline);
-    let broken = false;
-    let cancelled = false;
-    // statement_timeout bounds each FETCH; this bounds the whole statement, cancelling it at the server
-    const pid = (c as unknown as { processID?: number }).processID;
-    const timer = setTimeout(() => {
-      cancelled = true;
-      if (pid !== undefined) this.pool.query('SELECT pg_cancel_backend($1)', [pid]).catch(() => undefined);
-    }, Math.max(0, deadline - Date.now()));
-    // revoked or expired: cancelled at the database at once
-    const onAbort = (): void => {
-      if (pid !== undefined) this.pool.query('SELECT pg_cancel_backend($1)', [pid]).catch(() => undefined);
-    };
-    if (q.signal?.aborted) onAbort();
-    else q.signal?.addEventListener('abort', onAbort, { once: true });
-    try {
-      // the extended protocol: one statement per round trip, whatever the text holds; a row larger
-      // than the bytes left is never decoded (the wire guard closes the connection first)
-      const { stopped: _stopped, ...result } = await readGuarded(c, {
-        sql: q.sql,
-        direct: q.direct,
-        cursor: 'svc_cursor',
-        maxRows: q.maxRows,
-        maxBytes: q.maxBytes,
-        onTrip: () => {
-          broken = true;
-          if (pid !== undefined) this.pool.query('SELECT pg_cancel_backend($1)', [pid]).catch(() => undefined);
-        },
-      });
-      return result;
-    } catch (err) {
-      if (err instanceof RowTooLargeError) {
-        broken = true;
-        throw new ApiError('invalid_sql', err.message, { reason: 'row_too_large', row_bytes: err.trip.declared, max_bytes: err.maxBytes });
-      }
-      if (err instanceof MessageTooLargeError) {
-        broken = true;
-        throw new ApiError('invalid_sql', err.message, { reason: 'message_too_large', message_bytes: err.trip.declared });
-      }
-      const e = err as { code?: string; message?: string; position?: string };
-      if (e.code === '57014' || cancelled) throw new DemoQueryError('DEMO_ERR_TIMEOUT', `the statement ran past its ${q.timeoutMs} ms deadline and was cancelled at the database`, { sqlState: e.code });
-      // a database error has a SQLSTATE; a socket error's code (ECONNRESET…) means the source failed
-      if (err instanceof pg.DatabaseError && typeof e.code === 'string') throw new DemoQueryError('DEMO_ERR_SQL', e.message ?? 'database error', { sqlState: e.code, position: e.position ? Number(e.position) : undefined });
-      broken = true;
-      throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo database is unreachable');
-    } finally {
-      clearTimeout(timer);
-      q.signal?.removeEventListener('abort', onAbort);
-      if (!broken) {
-        await c.query('ROLLBACK').catch(() => {
-          broken = true;
-        });
-      }
-      c.release(broken);
-    }
-  }
-
-  async close(): Promise<void> {
-    this.gate.close();
-    await this.pool.end();
-  }
-}
-
 export interface DemoEngineOptions {
   readonly demoDatabaseUrl: string | undefined;
   readonly dataDir: string;
@@ -682,7 +470,11 @@ function seedLog(info: NonNullable<DemoEngineOptions['info']>, started: number):
 }
 
 export async function startDemoEngine(o: DemoEngineOptions): Promise<DemoEngine> {
-  if (o.demoDatabaseUrl) return PostgresDemoEngine.start(o.demoDatabaseUrl, o.datasets, undefined, o.info);
+  if (o.demoDatabaseUrl) {
+    // (loaded only then: external.ts imports this module)
+    const { PostgresDemoEngine } = await import('./external.js');
+    return PostgresDemoEngine.start(o.demoDatabaseUrl, o.datasets, undefined, o.info);
+  }
   const pool = { min: o.workers, max: Math.max(o.workers * 2, o.workers + 1) };
   const file = imageFile(path.join(o.dataDir, 'demo'), o.datasets);
   const image = o.image ?? (await readImage(file));

@@ -3,17 +3,19 @@
  * connection URL. The same defence in depth as the relay path: the statement is checked and
  * rewritten by the PostgreSQL parser against `read:<schema>.<table>` / `filter:` scopes (the
  * relay's policy), then runs in a READ ONLY transaction with statement_timeout, read through a
- * cursor under the row and byte caps, cancelled at the database (pg_cancel_backend) at the
- * deadline, and always rolled back. The database's own privileges apply too: the statement runs
- * as the credential's role, so it reads only what that role may read.
+ * cursor under the row and byte caps in one round trip (pg-read, postgres-read.ts), cancelled at
+ * the database (CancelRequest) at the deadline, and always rolled back. The database's own
+ * privileges apply too: the statement runs as the credential's role, so it reads only what that
+ * role may read.
  */
 import type { ConnectionOptions } from 'node:tls';
 import pg from 'pg';
 import type { ParsedScopes, Target } from '../catalogue/index.js';
 import { checkDatabaseAddress, credentialRejected, databaseCredentialKind, databaseEndpoint, parseDatabaseUrl, scrub, type DatabaseOptions, type DatabaseUrl, type ReservedDatabase } from '../credentials/database.js';
 import type { ReadQueryResult } from '../results/index.js';
-import { GuardedPgClient, MessageTooLargeError, readGuarded, RowTooLargeError } from '../embedded/pg-guarded.js';
+import { classifyPgError, GuardedPgClient, type ReadFailure } from '../../pg-read/index.js';
 import { ApiError } from '../errors.js';
+import { oversizeError, readCollected, type CollectedOutcome } from './postgres-read.js';
 import { LiveConnections, poolKey, type PoolDriver } from './pool.js';
 import { postgresScopedTables, relayPolicy } from '../query/relay.js';
 import { catalogLimits, postgresCatalogSql, postgresListing, type SchemaListing } from '../query/schema.js';
@@ -142,91 +144,56 @@ export class PostgresConnector implements LiveConnector {
 
     const key = poolKey([ctx.credential.version ?? null, secret, ctx.credential.options, address]);
     const client = await this.connections.acquire(ctx.orgId, key, () => connect(settings, tlsFor(url, opts), opts.sslmode === 'prefer', secret, url), deadline, ctx.signal);
-    const pid = (client as unknown as { processID?: number }).processID;
-    let timedOut = false;
-    let cancelling: Promise<void> | undefined;
-    const cancel = (): void => {
-      if (cancelling || pid === undefined) return;
-      cancelling = (async () => {
-        const c = new GuardedPgClient({ ...settings(tlsFor(url, opts)), connectionTimeoutMillis: 3000 });
-        c.on('error', () => undefined);
-        try {
-          await c.connect();
-          await c.query('SELECT pg_cancel_backend($1)', [pid]);
-        } catch {
-          // best effort: statement_timeout bounds it anyway
-        } finally {
-          await c.end().catch(() => undefined);
-        }
-      })();
-    };
-    const timer = setTimeout(() => {
-      timedOut = true;
-      cancel();
-    }, Math.max(0, deadline - Date.now()));
-    const onAbort = (): void => cancel();
-    ctx.signal.addEventListener('abort', onAbort, { once: true });
-    let broken = false;
-    let stopped = false;
-    let reusable = false;
+    // one round trip (pg-read): READ ONLY, statement_timeout, the cursor read under the caps,
+    // ROLLBACK; cancelled at the database (CancelRequest) at the deadline or when the query is
+    // stopped; a row larger than the budget left is never read (the wire guard closes the socket
+    // before pg decodes it)
+    let out: CollectedOutcome;
     try {
-      await client.query('BEGIN TRANSACTION READ ONLY');
-      await client.query(`SET LOCAL statement_timeout = ${Math.max(1, deadline - Date.now())}`);
-      await client.query(`SET LOCAL idle_in_transaction_session_timeout = ${Math.max(1000, ctx.limits.timeoutMs * 2)}`);
-      // a row larger than the budget left is never read: the guard closes the socket before pg decodes it
-      const result = await readGuarded(client, {
+      out = await readCollected(client, {
         sql: q.sql,
-        direct: (q.plan as { direct?: boolean } | undefined)?.direct === true,
-        cursor: 'svc_live_cursor',
+        cursor: (q.plan as { direct?: boolean } | undefined)?.direct === true ? undefined : 'svc_live_cursor',
+        timeoutMs: Math.max(1, deadline - Date.now()),
+        deadlineMs: Math.max(0, deadline - Date.now()),
         maxRows: ctx.limits.maxRows,
         maxBytes: ctx.limits.maxBytes,
-        onTrip: () => {
-          broken = true;
-          stopped = true;
-          cancel();
-        },
+        settings: [`SET LOCAL idle_in_transaction_session_timeout = ${Math.max(1000, ctx.limits.timeoutMs * 2)}`],
+        signal: ctx.signal,
       });
-      const { stopped: _stopped, ...rows } = result;
-      return rows;
     } catch (err) {
-      if (err instanceof RowTooLargeError) {
-        broken = stopped = true;
-        throw rowTooLarge(err);
-      }
-      if (err instanceof MessageTooLargeError) {
-        broken = stopped = true;
-        throw new ApiError('invalid_sql', err.message, { reason: 'message_too_large', message_bytes: err.trip.declared });
-      }
-      const e = err as PgErrorLike;
-      // a database error has a SQLSTATE; a socket error's code (EPIPE, ECONNRESET) means the connection failed
-      const code = err instanceof pg.DatabaseError && typeof e.code === 'string' ? e.code : undefined;
-      if (timedOut || code === '57014' || ctx.signal.aborted) {
-        throw new ApiError('query_timeout', `the statement ran past its ${ctx.limits.timeoutMs} ms deadline and was cancelled at the database`);
-      }
-      const message = scrub(e.message ?? 'database error', secret, url);
-      if (code === '42501' || code === '25006') throw new ApiError('scope_violation', `the database refused the statement: ${message}`, { sqlstate: code });
-      if (code && !code.startsWith('08') && !code.startsWith('57') && !code.startsWith('53')) {
-        throw new ApiError('invalid_sql', `the database rejected the statement: ${message}`, { sqlstate: code });
-      }
-      broken = true;
-      throw new ApiError('service_unavailable', 'the connection to the postgres database was lost during the statement; retry', { connector_kind: 'postgres' });
-    } finally {
-      clearTimeout(timer);
-      ctx.signal.removeEventListener('abort', onAbort);
-      if (cancelling) await cancelling;
-      if (!broken) {
-        // a connection goes back to the pool only after a clean ROLLBACK, and never after a
-        // cancel (the cancel could land on its next statement)
-        reusable = await client.query('ROLLBACK').then(
-          () => cancelling === undefined,
-          () => false,
-        );
-      }
-      if (stopped) {
-        pgStreamOf(client)?.destroy(); // closed by the wire guard: nothing to say goodbye to
-        this.connections.release(ctx.orgId, key, client, false);
-      } else this.connections.release(ctx.orgId, key, client, reusable);
+      this.connections.release(ctx.orgId, key, client, false);
+      throw err;
     }
+    // a connection goes back to the pool only after a clean ROLLBACK, and never after a cancel
+    // (the cancel could land on its next statement) or a message the guard refused
+    this.connections.release(ctx.orgId, key, client, await out.settled);
+    if (out.ok) return out.result;
+    throw liveError(out.failure, ctx, secret, url);
+  }
+}
+
+/** A failed read as the `postgres` target answers it (pg-read's SQLSTATE table, sqlstate.ts). */
+function liveError(f: ReadFailure, ctx: LiveRunContext, secret: string, url: DatabaseUrl): ApiError {
+  const oversize = oversizeError(f, ctx.limits.maxBytes);
+  if (oversize) return oversize;
+  const timeout = (): ApiError => new ApiError('query_timeout', `the statement ran past its ${ctx.limits.timeoutMs} ms deadline and was cancelled at the database`);
+  if (f.kind === 'timeout' || f.kind === 'aborted' || ctx.signal.aborted) return timeout();
+  if (f.kind === 'empty') return new ApiError('invalid_sql', 'the database rejected the statement: empty statement');
+  const e = classifyPgError(f.kind === 'database' || f.kind === 'consumer' ? f.error : undefined);
+  const message = scrub(e.message, secret, url);
+  switch (e.kind) {
+    case 'query_canceled':
+      return timeout();
+    case 'insufficient_privilege':
+    case 'read_only':
+      return new ApiError('scope_violation', `the database refused the statement: ${message}`, { sqlstate: e.sqlstate });
+    case 'statement':
+    case 'multiple_statements':
+    case 'parameter_count':
+      return new ApiError('invalid_sql', `the database rejected the statement: ${message}`, { sqlstate: e.sqlstate });
+    default:
+      // a socket error (EPIPE, ECONNRESET), or a SQLSTATE of class 08, 53 or 57: the connection failed
+      return new ApiError('service_unavailable', 'the connection to the postgres database was lost during the statement; retry', { connector_kind: 'postgres' });
   }
 }
 
@@ -258,15 +225,6 @@ async function connectPlain(attempt: (tls: false) => Promise<pg.Client>, secret:
   } catch (err) {
     throw connectError(err, secret, url);
   }
-}
-
-/** `400 invalid_sql` reason `row_too_large`: not even the first row fits in a response. */
-export function rowTooLarge(err: RowTooLargeError): ApiError {
-  return new ApiError('invalid_sql', err.message, { reason: 'row_too_large', row_bytes: err.trip.declared, max_bytes: err.maxBytes });
-}
-
-function pgStreamOf(client: pg.Client): { destroy(): unknown } | undefined {
-  return (client as unknown as { connection?: { stream?: { destroy(): unknown } } }).connection?.stream;
 }
 
 function connectError(err: unknown, secret: string, url: DatabaseUrl): ApiError {

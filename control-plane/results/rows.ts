@@ -25,6 +25,16 @@ export function uniqueColumnNames(names: readonly string[]): string[] {
   });
 }
 
+/** One row as the API answers it: the values in column order, as JSON values under the (unique) column names. */
+export function jsonRow(columns: readonly ColumnInfo[], values: readonly unknown[]): Row {
+  const row: Row = Object.create(null) as Row; // a column named __proto__ stays a plain key
+  for (let i = 0; i < columns.length; i++) {
+    const col = columns[i] as ColumnInfo;
+    row[col.name] = toJsonValue(values[i], col.type_oid);
+  }
+  return row;
+}
+
 /** Accumulates rows under a row cap and a byte cap. */
 export class RowCollector {
   readonly rows: Row[] = [];
@@ -48,11 +58,7 @@ export class RowCollector {
       this.truncated = true;
       return false;
     }
-    const row: Row = Object.create(null) as Row; // a column named __proto__ stays a plain key
-    for (let i = 0; i < this.columns.length; i++) {
-      const col = this.columns[i] as ColumnInfo;
-      row[col.name] = toJsonValue(values[i], col.type_oid);
-    }
+    const row = jsonRow(this.columns, values);
     const size = Buffer.byteLength(JSON.stringify(row)) + (this.rows.length > 0 ? 1 : 0);
     if (this.bytes + size > this.maxBytes) {
       this.truncated = true;

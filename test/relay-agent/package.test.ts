@@ -88,7 +88,7 @@ async function closedPort(): Promise<number> {
 /** what the relay build reads, copied (node_modules linked) into `dir` */
 function copyCheckout(dir: string): void {
   for (const f of ['package.json', 'package-lock.json', 'tsconfig.json']) cpSync(path.join(root, f), path.join(dir, f));
-  for (const d of ['cli', 'protocol', 'pki']) cpSync(path.join(root, d), path.join(dir, d), { recursive: true });
+  for (const d of ['cli', 'pg-read', 'protocol', 'pki']) cpSync(path.join(root, d), path.join(dir, d), { recursive: true });
   const skip = new Set(['dist', 'node_modules'].map((d) => path.join(root, 'relay-agent', d)));
   cpSync(path.join(root, 'relay-agent'), path.join(dir, 'relay-agent'), { recursive: true, filter: (src) => !skip.has(src) && !src.endsWith('.tgz') });
   symlinkSync(path.join(root, 'node_modules'), path.join(dir, 'node_modules'), 'dir');
@@ -136,11 +136,11 @@ t.test('npm pack, an offline install, and the installed svc-relay answers a quer
   const own = paths.filter((p) => !p.startsWith('node_modules/'));
   t.same(own.filter((p) => !p.startsWith('dist/')).sort(), ['README.md', 'package.json'], 'outside dist/: the manifest and the README');
   t.same(
-    own.filter((p) => p.startsWith('dist/') && !/^dist\/(cli\/svc-relay|(relay-agent|protocol|pki)\/[a-z-]+)\.js$/.test(p)),
+    own.filter((p) => p.startsWith('dist/') && !/^dist\/(cli\/svc-relay|(relay-agent|pg-read|protocol|pki)\/[a-z-]+)\.js$/.test(p)),
     [],
-    'dist/ holds only the compiled relay, protocol and pki',
+    'dist/ holds only the compiled relay, pg-read, protocol and pki',
   );
-  t.ok(own.includes('dist/cli/svc-relay.js') && own.includes('dist/relay-agent/agent.js') && own.includes('dist/relay-agent/version.js') && own.includes('dist/protocol/session.js') && own.includes('dist/pki/csr.js'));
+  t.ok(own.includes('dist/cli/svc-relay.js') && own.includes('dist/relay-agent/agent.js') && own.includes('dist/relay-agent/version.js') && own.includes('dist/pg-read/run.js') && own.includes('dist/protocol/session.js') && own.includes('dist/pki/csr.js'));
   t.notOk(own.some((p) => /control-plane|test|bench|\.ts$|\.map$|pack\.mjs|tsconfig/.test(p)), 'no control plane, tests, sources or build files');
   const bundledTop = new Set(paths.filter((p) => p.startsWith('node_modules/')).map((p) => p.split('/').slice(1, p.split('/')[1]?.startsWith('@') ? 3 : 2).join('/')));
   const closure = dependencyClosure(relayPackage(), rootLockfile()).map((c) => c.key.replace(/^node_modules\//, ''));
