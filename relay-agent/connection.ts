@@ -8,7 +8,7 @@
  */
 import { isIP } from 'node:net';
 import WebSocket from 'ws';
-import { CloseCode, Session, type IncomingQuery, type SessionCloseInfo, type SessionOptions, type Transport } from '../protocol/index.js';
+import { CloseCode, Session, type GoawayInfo, type IncomingQuery, type SessionCloseInfo, type SessionOptions, type Transport } from '../protocol/index.js';
 import { isPermanentClose, isPermanentRefusal, wsTransport } from '../protocol/relay-contract.js';
 import { tlsClientOptions } from '../pki/index.js';
 import type { LoadedConfig } from './enroll.js';
@@ -48,19 +48,25 @@ export interface ConnectionEnd {
   why: string;
   /** `<code> <reason>` and the error's message */
   text: string;
+  /**
+   * the control plane drained the session (GOAWAY) before it ended: it moved the relay's tunnel to
+   * a newer connection, with the GOAWAY's message when it sent one
+   */
+  drainedByPeer: { message: string | undefined } | null;
 }
 
-/** How a session's close reads in logs, and whether it is permanent. */
-export function connectionEnd(info: SessionCloseInfo): ConnectionEnd {
+/** How a session's close reads in logs, and whether it is permanent. `goaway`: the peer's GOAWAY, when it sent one. */
+export function connectionEnd(info: SessionCloseInfo, goaway: GoawayInfo | null = null): ConnectionEnd {
   const why = info.error?.code && info.error.remote ? info.error.code : info.reason;
   const text = `${info.code} ${info.reason}${info.error ? ` (${info.error.message})` : ''}`;
-  return { info, permanent: isPermanentClose(info.code, info.reason), why, text };
+  return { info, permanent: isPermanentClose(info.code, info.reason), why, text, drainedByPeer: goaway ? { message: goaway.message } : null };
 }
 
 export class TunnelConnection {
   #phase: ConnectionPhase = 'new';
   #transport: Transport | null = null;
   #session: Session | null = null;
+  #peerGoaway: GoawayInfo | null = null;
   readonly #o: ConnectionOptions;
 
   constructor(o: ConnectionOptions) {
@@ -94,6 +100,7 @@ export class TunnelConnection {
     if (this.#phase !== 'dialed' || !transport) throw new RelayError('RELAY_ERR_STATE', `a tunnel connection opens its session once, after dialing (it is ${this.#phase})`);
     const session = new Session(transport, { ...(this.#o.session ?? {}), role: 'client', agent: this.#o.session?.agent ?? RELAY_AGENT_VERSION });
     session.onStream((q) => this.#o.handler(q));
+    session.onGoaway((g) => (this.#peerGoaway ??= g));
     this.#session = session;
     this.#phase = 'session';
     const ok = await session.ready.then(
@@ -107,7 +114,7 @@ export class TunnelConnection {
   async closed(): Promise<ConnectionEnd> {
     const s = this.#session;
     if (!s) return connectionEnd({ code: CloseCode.NORMAL, reason: 'closed before its session started', error: null });
-    return connectionEnd(await s.closed);
+    return connectionEnd(await s.closed, this.#peerGoaway);
   }
 
   /** GOAWAY, the running streams finish, then closed (at the latest after timeoutMs). */

@@ -5,7 +5,9 @@
  * State machine: connecting → connected → draining → closed (checked transitions; a lost
  * tunnel goes connected → connecting). Every attempt is a new connection. Reconnects use
  * full-jitter exponential backoff (delay = random() × min(maxDelay, baseDelay × 2^attempt)) with
- * an injectable clock and random, reset once a session is up, and STOP on permanent refusals:
+ * an injectable clock and random, reset once a session is up (but not after a takeover: the control
+ * plane drained the current connection for a newer one this process did not dial, a second relay
+ * with the same configuration; the delay keeps growing while they repeat), and STOP on permanent refusals:
  * the dialer's (HTTP 401/403 on the upgrade, a certificate refused in the TLS handshake), a close
  * the control plane sends as permanent (protocol/relay-contract.ts: relay_revoked,
  * certificate_revoked), or our own certificate having expired.
@@ -106,6 +108,8 @@ export class Supervisor {
   #reconnects = 0;
   #inflight = 0;
   #attempt = 0;
+  /** connections in a row the control plane drained for a newer one this process did not dial */
+  #takeovers = 0;
   #stopping = false;
   #lastError: string | null = null;
   #running: Promise<AgentExit> | null = null;
@@ -215,7 +219,20 @@ export class Supervisor {
         return this.#closed({ reason: 'permanent', message: `the control plane closed the tunnel for good (${end.why}): ${end.text}. The relay was revoked or deleted, or its certificate is no longer accepted; re-enroll with a new token` });
       }
       if (this.#state === 'connected') this.#to('connecting');
-      this.#log(`tunnel lost: ${end.text}`);
+      if (end.drainedByPeer) {
+        // The control plane made a newer connection of this relay current, one this process did
+        // not dial: most likely a second svc-relay with the same configuration. Reconnecting at
+        // once would take the tunnel back and forth between the two several times a second, so
+        // the delay keeps growing while takeovers repeat.
+        this.#takeovers++;
+        this.#attempt = Math.max(this.#attempt, this.#takeovers);
+        this.#log(
+          `tunnel taken over: the control plane drained it for a newer connection of this relay (${end.drainedByPeer.message ?? end.text}; ${this.#takeovers} in a row); is another svc-relay running with this configuration?`,
+        );
+      } else {
+        this.#takeovers = 0;
+        this.#log(`tunnel lost: ${end.text}`);
+      }
       await this.#backoff();
     }
   }
