@@ -5,7 +5,8 @@
  * file. It fails (exit 1, one line per problem) on
  *  - an import cycle (type-only imports count too: they tie the modules together just the same);
  *  - an import against the dependency direction: protocol/ and pki/ import nothing from
- *    control-plane/, relay-agent/ or cli/; relay-agent/ imports nothing from control-plane/;
+ *    control-plane/, relay-agent/ or cli/, nor does pg-read/; relay-agent/ imports nothing from
+ *    control-plane/;
  *  - a relative import that resolves to no file.
  * Plain Node.js, no dependency: `node scripts/check-imports.mjs` (test/meta/imports.test.ts runs it).
  */
@@ -21,6 +22,7 @@ export const FORBIDDEN = {
   protocol: ['control-plane', 'relay-agent', 'cli'],
   pki: ['control-plane', 'relay-agent', 'cli'],
   'relay-agent': ['control-plane'],
+  'pg-read': ['control-plane', 'relay-agent', 'cli'],
 };
 
 /**

@@ -11,7 +11,7 @@ import pg from 'pg';
 import { classifyPgError, GuardedPgClient, type ReadFailure } from '../../pg-read/index.js';
 import type { ReadQueryResult } from '../results/index.js';
 import { oversizeError, readCollected, type CollectedOutcome } from '../live/postgres-read.js';
-import { admitted, DemoQueryError, perTenant, preamble, tenantKey, type DemoEngine, type DemoEngineOptions, type DemoQuery } from './engine.js';
+import { admitted, DemoQueryError, perTenant, preamble, tenantKey, type DemoEngine, type DemoEngineOptions, type DemoQuery } from './query.js';
 import { FairGate } from './gate.js';
 import { demoFingerprint, loadScript } from './load.js';
 import type { DatasetDef } from './types.js';
