@@ -19,8 +19,6 @@ import { FairGate } from './gate.js';
 import { PostgresDemoEngine } from './external.js';
 import { admitted, DemoQueryError, perTenant, preamble, tenantKey, type DemoEngine, type DemoEngineOptions, type DemoQuery } from './query.js';
 
-export { admitted, DemoQueryError, perTenant, preamble, tenantKey, type DemoEngine, type DemoEngineOptions, type DemoQuery } from './query.js';
-
 // ---------------------------------------------------------------------------------------------
 // Embedded
 

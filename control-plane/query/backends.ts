@@ -9,7 +9,7 @@
 import type { ParsedScopes, Target } from '../catalogue/index.js';
 import type { CredentialStore } from '../credentials/index.js';
 import { scrub } from '../credentials/database.js';
-import { DemoQueryError, type DemoEngine } from '../demo/engine.js';
+import { DemoQueryError, type DemoEngine } from '../demo/query.js';
 import { scopeSettings } from './scope-settings.js';
 import type { ReadQueryResult } from '../results/index.js';
 import { ApiError, isApiError } from '../errors.js';

@@ -8,7 +8,7 @@ import type { Catalogue, Interval, ParsedScopes, Target } from '../catalogue/ind
 import { parseScopes } from '../catalogue/index.js';
 import type { Limits } from '../config.js';
 import { assertUsable, connectionForQuery, getConnection } from '../connections/index.js';
-import { DemoQueryError } from '../demo/engine.js';
+import { DemoQueryError } from '../demo/query.js';
 import type { ColumnInfo, Row } from '../results/index.js';
 import { ApiError, isApiError } from '../errors.js';
 import type { Store } from '../store/index.js';

@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type, type TSchema } from 'typebox';
 import type { Catalogue } from '../catalogue/index.js';
 import type { Config } from '../config.js';
-import type { DemoEngine } from '../demo/engine.js';
+import type { DemoEngine } from '../demo/query.js';
 import type { Store } from '../store/index.js';
 import type { TunnelRegistry } from '../tunnel/index.js';
 import type { RelayForwarder } from '../tunnel/forward.js';

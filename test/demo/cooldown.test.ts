@@ -8,7 +8,8 @@
 import t from 'tap';
 import { EmbeddedPostgres } from '../../control-plane/embedded/index.js';
 import { DEMO_READER_ROLE } from '../../control-plane/demo/load.js';
-import { DemoQueryError, EmbeddedDemoEngine, type DemoQuery } from '../../control-plane/demo/engine.js';
+import { EmbeddedDemoEngine } from '../../control-plane/demo/engine.js';
+import { DemoQueryError, type DemoQuery } from '../../control-plane/demo/query.js';
 
 const COOLDOWN_MS = 300;
 

@@ -6,7 +6,8 @@
 import t from 'tap';
 import type { TapTest } from '../helpers/tap.js';
 import { Catalogue } from '../../control-plane/catalogue/index.js';
-import { EmbeddedDemoEngine, type DemoEngine, type DemoQuery } from '../../control-plane/demo/engine.js';
+import { EmbeddedDemoEngine } from '../../control-plane/demo/engine.js';
+import type { DemoEngine, DemoQuery } from '../../control-plane/demo/query.js';
 import { PostgresDemoEngine } from '../../control-plane/demo/external.js';
 import { scopeSettings } from '../../control-plane/query/scope-settings.js';
 import { demoImage, freshDatabase, realPostgresAvailable } from '../helpers/server.js';

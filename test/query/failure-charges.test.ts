@@ -5,7 +5,7 @@
  */
 import t from 'tap';
 import { ranAtSource } from '../../control-plane/query/engine.js';
-import { DemoQueryError } from '../../control-plane/demo/engine.js';
+import { DemoQueryError } from '../../control-plane/demo/query.js';
 import { ApiError } from '../../control-plane/errors.js';
 
 t.test('demo engine errors', async (t) => {
