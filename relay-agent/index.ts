@@ -15,4 +15,4 @@ export { DialError, TunnelConnection, wsDialer, type Dialer, type WsDialerOption
 export { certificateNotAfter, type RenewalOptions } from './renewer.js';
 export { renderMetrics } from './metrics.js';
 export { startHealthServer, type HealthServer } from './health.js';
-export { PERMANENT_TUNNEL_CLOSES, isPermanentClose, isPermanentRefusal, wsTransport } from '../protocol/relay-contract.js';
+export { PERMANENT_TUNNEL_CLOSES, isPermanentClose, isPermanentRefusal } from '../protocol/relay-contract.js';

@@ -32,8 +32,6 @@ import type { Store } from '../store/index.js';
 import type { TunnelLeases } from './leases.js';
 import { FORWARD_PATH, serveForward, type ServeForwarded } from './forward.js';
 
-export { wsTransport };
-
 /** the path on the tunnel port where a relay renews its certificate over mutual TLS */
 export const RENEW_PATH = '/v1/relay/renew';
 

@@ -11,7 +11,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import { createCa, identityOf, issueClientCertificate, issueServerCertificate, tlsServerOptions } from '../../pki/index.js';
 import { Session } from '../../protocol/index.js';
 import { TUNNEL_CLOSES } from '../../protocol/relay-contract.js';
-import { wsTransport } from '../../relay-agent/index.js';
+import { wsTransport } from '../../protocol/relay-contract.js';
 import { main } from '../../cli/svc-relay.js';
 import { customerDatabase } from '../helpers/customer-db.js';
 

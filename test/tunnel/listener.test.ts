@@ -10,7 +10,8 @@ import { createCa, generateCaPem, generateKeyAndCsr, issueClientCertificate } fr
 import { Session } from '../../protocol/index.js';
 import { loadOrCreateStoredCa } from '../../control-plane/relays/ca.js';
 import { loadMasterKey, seal } from '../../control-plane/secrets/index.js';
-import { wsTransport, type TunnelListener } from '../../control-plane/tunnel/index.js';
+import type { TunnelListener } from '../../control-plane/tunnel/index.js';
+import { wsTransport } from '../../protocol/relay-contract.js';
 import { api, signupAgent, startServer, type TestServer } from '../helpers/server.js';
 
 let srv: TestServer;

@@ -12,7 +12,8 @@ import { createCa, createCsr, generateKeyAndCsr, issueClientCertificate } from '
 import { Session, type IncomingQuery } from '../../protocol/index.js';
 import { loadOrCreateStoredCa } from '../../control-plane/relays/ca.js';
 import { loadMasterKey } from '../../control-plane/secrets/index.js';
-import { wsTransport, type TunnelListener } from '../../control-plane/tunnel/index.js';
+import type { TunnelListener } from '../../control-plane/tunnel/index.js';
+import { wsTransport } from '../../protocol/relay-contract.js';
 import { RenewError, requestRenewal } from '../../relay-agent/index.js';
 import { api, signupAgent, startServer, type TestServer } from '../helpers/server.js';
 
