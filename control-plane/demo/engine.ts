@@ -317,7 +317,7 @@ export class EmbeddedDemoEngine implements DemoEngine {
           { sqlstate: err.sqlState, reason: 'out_of_memory' },
         );
       }
-      if (err instanceof EmbeddedError && err.code === 'EMBEDDED_ERR_SQL') throw new DemoQueryError('DEMO_ERR_SQL', err.message, { sqlState: err.sqlState, position: err.position });
+      if (err instanceof EmbeddedError && err.code === 'EMBEDDED_ERR_SQL') throw new DemoQueryError('DEMO_ERR_SQL', err.message, { sqlState: err.sqlState });
       throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo engine failed while running the statement');
     } finally {
       clearTimeout(timer);

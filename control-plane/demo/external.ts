@@ -206,5 +206,5 @@ function demoError(f: ReadFailure, q: DemoQuery): Error {
   if (!e.sqlstate) return new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo database is unreachable');
   // our own statements (the settings) failed, not the agent's
   if (f.kind === 'database' && f.before) return new DemoQueryError('DEMO_ERR_UNAVAILABLE', `the demo database refused the statement's transaction: ${e.message}`);
-  return new DemoQueryError('DEMO_ERR_SQL', e.message, { sqlState: e.sqlstate, position: e.position });
+  return new DemoQueryError('DEMO_ERR_SQL', e.message, { sqlState: e.sqlstate });
 }

@@ -32,26 +32,23 @@ export class DemoQueryError extends Error {
   /**
    * TIMEOUT: ran past its deadline and was stopped; BUSY: no engine was free within the deadline
    * (it never ran); COOLDOWN: this organization's last statement was stopped at its deadline and
-   * the engine it held is being replaced; UNAVAILABLE: the engine cannot be reached.
+   * the engine it held is being replaced; UNAVAILABLE: the engine cannot be reached; SQL: the
+   * engine rejected the statement. The demo backend maps them to API errors (query/errors.ts).
    */
   readonly code: 'DEMO_ERR_TIMEOUT' | 'DEMO_ERR_BUSY' | 'DEMO_ERR_COOLDOWN' | 'DEMO_ERR_SQL' | 'DEMO_ERR_UNAVAILABLE';
+  /** SQL: the engine's SQLSTATE */
   readonly sqlState: string | undefined;
-  readonly position: number | undefined;
-  /** whether the statement had started on an engine (a timeout after it started used the engine) */
-  readonly started: boolean;
   /** seconds after which a retry can succeed (BUSY, COOLDOWN) */
   readonly retryAfter: number | undefined;
   constructor(
     code: DemoQueryError['code'],
     message: string,
-    o: { sqlState?: string | undefined; position?: number | undefined; started?: boolean; retryAfter?: number } = {},
+    o: { sqlState?: string | undefined; retryAfter?: number } = {},
   ) {
     super(message);
     this.name = 'DemoQueryError';
     this.code = code;
     this.sqlState = o.sqlState;
-    this.position = o.position;
-    this.started = o.started ?? (code === 'DEMO_ERR_TIMEOUT' || code === 'DEMO_ERR_SQL');
     this.retryAfter = o.retryAfter;
   }
 }

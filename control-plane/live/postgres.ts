@@ -15,6 +15,7 @@ import { checkDatabaseAddress, credentialRejected, databaseCredentialKind, datab
 import type { ReadQueryResult } from '../results/index.js';
 import { classifyPgError, GuardedPgClient, type ReadFailure } from '../../pg-read/index.js';
 import { ApiError } from '../errors.js';
+import { statementRejected } from '../query/errors.js';
 import { oversizeError, readCollected, type CollectedOutcome } from './postgres-read.js';
 import { LiveConnections, poolKey, type PoolDriver } from './pool.js';
 import { postgresScopedTables, relayPolicy } from '../query/relay.js';
@@ -178,7 +179,7 @@ function liveError(f: ReadFailure, ctx: LiveRunContext, secret: string, url: Dat
   if (oversize) return oversize;
   const timeout = (): ApiError => new ApiError('query_timeout', `the statement ran past its ${ctx.limits.timeoutMs} ms deadline and was cancelled at the database`);
   if (f.kind === 'timeout' || f.kind === 'aborted' || ctx.signal.aborted) return timeout();
-  if (f.kind === 'empty') return new ApiError('invalid_sql', 'the database rejected the statement: empty statement');
+  if (f.kind === 'empty') return statementRejected('the database', 'empty statement');
   const e = classifyPgError(f.kind === 'database' || f.kind === 'consumer' ? f.error : undefined);
   const message = scrub(e.message, secret, url);
   switch (e.kind) {
@@ -186,11 +187,11 @@ function liveError(f: ReadFailure, ctx: LiveRunContext, secret: string, url: Dat
       return timeout();
     case 'insufficient_privilege':
     case 'read_only':
-      return new ApiError('scope_violation', `the database refused the statement: ${message}`, { sqlstate: e.sqlstate });
+      return statementRejected('the database', message, { sqlstate: e.sqlstate, refused: true });
     case 'statement':
     case 'multiple_statements':
     case 'parameter_count':
-      return new ApiError('invalid_sql', `the database rejected the statement: ${message}`, { sqlstate: e.sqlstate });
+      return statementRejected('the database', message, { sqlstate: e.sqlstate, refused: false });
     default:
       // a socket error (EPIPE, ECONNRESET), or a SQLSTATE of class 08, 53 or 57: the connection failed
       return new ApiError('service_unavailable', 'the connection to the postgres database was lost during the statement; retry', { connector_kind: 'postgres' });

@@ -10,6 +10,7 @@ import type { ParsedScopes, Target } from '../catalogue/index.js';
 import type { CredentialStore } from '../credentials/index.js';
 import { scrub } from '../credentials/database.js';
 import { DemoQueryError, type DemoEngine } from '../demo/query.js';
+import { mapDemoFailure, mapPolicyRefusal } from './errors.js';
 import { scopeSettings } from './scope-settings.js';
 import type { ReadQueryResult } from '../results/index.js';
 import { ApiError, isApiError } from '../errors.js';
@@ -55,11 +56,11 @@ export type DescribeContext = Pick<RunContext, 'orgId' | 'connectionId' | 'scope
 
 export interface Backend {
   /**
-   * Parse, check and rewrite the agent's statement for these scopes. Throws SqlPolicyError
-   * (`invalid_sql` / `scope_violation`) or ApiError. Reads nothing at the source.
+   * Parse, check and rewrite the agent's statement for these scopes. Throws ApiError only (the
+   * policy's refusals as `invalid_sql` / `scope_violation`, query/errors.ts). Reads nothing at the source.
    */
   prepare(sqlText: string, scopes: ParsedScopes, target: Target, caller: { readonly tenant: string }): Promise<PreparedStatement>;
-  /** Run it at its source. Throws ApiError, or DemoQueryError from the demo engines. */
+  /** Run it at its source. Throws ApiError only: each backend maps its source's failures (query/errors.ts). */
   run(q: PreparedStatement, ctx: RunContext): Promise<ReadQueryResult>;
   /**
    * The tables and columns the scopes allow (GET /v1/connections/{id}/schema), from the source's
@@ -92,7 +93,9 @@ async function preparePolicy(target: Target, scopes: ParsedScopes, policy: SqlPo
   const key = CheckCache.key(target.id, scopes.normalized, sqlText);
   let checked = checkedStatements.get(key);
   if (!checked) {
-    checked = await checkAndRewriteAsync(sqlText, policy, tenant);
+    checked = await checkAndRewriteAsync(sqlText, policy, tenant).catch((err: unknown) => {
+      throw mapPolicyRefusal(err);
+    });
     checkedStatements.set(key, checked);
   }
   return {
@@ -158,7 +161,10 @@ export class DemoBackend implements Backend {
           ...(ctx.address ? { address: ctx.address } : {}),
         }),
       );
-    return untilStopped(work, ctx.signal);
+    // the engines' errors as the API answers them (a stop's reason is an ApiError already)
+    return untilStopped(work, ctx.signal).catch((err: unknown) => {
+      throw mapDemoFailure(err);
+    });
   }
 
   /** From the dataset's definition: its tables the scopes name, every column (periods restrict rows, not columns). */
@@ -208,7 +214,12 @@ export class ConnectorBackend implements Backend {
 
   async prepare(sqlText: string, scopes: ParsedScopes, target: Target, caller: { readonly tenant: string }): Promise<PreparedStatement> {
     const connector = this.connector(target);
-    const prepared = await connector.prepare(sqlText, scopes, target, caller);
+    let prepared: PreparedLiveQuery;
+    try {
+      prepared = await connector.prepare(sqlText, scopes, target, caller);
+    } catch (err) {
+      throw mapPolicyRefusal(err);
+    }
     return { sql: prepared.sql, tables: prepared.tables, rowFilters: prepared.rowFilters, tablesAllowed: prepared.tablesAllowed, plan: { connector, prepared } };
   }
 

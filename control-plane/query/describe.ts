@@ -12,7 +12,7 @@ import { assertUsable, getConnection } from '../connections/index.js';
 import { ApiError, isApiError } from '../errors.js';
 import { backendFor } from './backends.js';
 import type { QueryDeps } from './engine.js';
-import { RunningQueries, stoppedError } from './running.js';
+import { stoppedError } from './running.js';
 import type { SchemaTable } from './schema.js';
 
 export interface SchemaResponse {
@@ -37,9 +37,6 @@ function translate(err: unknown): ApiError {
   }
   return err;
 }
-
-/** used when the caller keeps no registry (expiry still stops the listing) */
-const fallbackRunning = new RunningQueries();
 
 export async function describeSchema(deps: QueryDeps, orgId: string, connectionId: string, caller: { readonly keyId?: string } = {}): Promise<SchemaResponse> {
   const started = Date.now();
@@ -67,7 +64,7 @@ export async function describeSchema(deps: QueryDeps, orgId: string, connectionI
 
   const relayId = scopes.relay;
   // from here revocation, expiry, the key's revocation or the relay's deletion stop the listing
-  const running = (deps.running ?? fallbackRunning).start(conn.id, { expiresAt: new Date(conn.expires_at), relayId, keyId: caller.keyId });
+  const running = deps.running.start(conn.id, { expiresAt: new Date(conn.expires_at), relayId, keyId: caller.keyId });
   try {
     let listing;
     try {

@@ -8,14 +8,12 @@ import type { Catalogue, Interval, ParsedScopes, Target } from '../catalogue/ind
 import { parseScopes } from '../catalogue/index.js';
 import type { Limits } from '../config.js';
 import { assertUsable, connectionForQuery, getConnection } from '../connections/index.js';
-import { DemoQueryError } from '../demo/query.js';
 import type { ColumnInfo, Row } from '../results/index.js';
 import { ApiError, isApiError } from '../errors.js';
 import type { Store } from '../store/index.js';
-import { SqlPolicyError } from './sql/index.js';
 import type { Metrics } from '../metrics.js';
 import { backendFor, type Backend, type Backends, type PreparedStatement } from './backends.js';
-import { RunningQueries, stoppedError, type RunningQuery } from './running.js';
+import { stoppedError, type RunningQueries, type RunningQuery } from './running.js';
 
 export interface QueryDeps {
   readonly store: Store;
@@ -24,7 +22,7 @@ export interface QueryDeps {
   /** where statements run, by the catalogue's `backend` kind of their target */
   readonly backends: Backends;
   /** running statements per connection: revocation, expiry and relay deletion stop them */
-  readonly running?: RunningQueries;
+  readonly running: RunningQueries;
   /** statement latency by backend (GET /metrics) */
   readonly metrics?: Metrics;
 }
@@ -77,9 +75,6 @@ function scopeApplied(target: Target, scopes: ParsedScopes, q: PreparedStatement
   };
 }
 
-/** used when the caller keeps no registry (expiry still stops the statement) */
-const fallbackRunning = new RunningQueries();
-
 /**
  * SQLSTATE classes a server answers with before a statement runs: 42 (syntax error or access
  * rule violation: unknown column, permission denied), 0A (feature not supported), 25 (invalid
@@ -108,7 +103,6 @@ function statementFailed(sqlstate: unknown): boolean {
  * itself (unreachable, connection lost) are free.
  */
 export function ranAtSource(err: unknown): boolean {
-  if (err instanceof DemoQueryError) return err.code === 'DEMO_ERR_SQL' && statementFailed(err.sqlState);
   if (!isApiError(err) || (err.code !== 'invalid_sql' && err.code !== 'scope_violation')) return false;
   const d = err.details ?? {};
   if (d['reason'] === 'row_too_large' || d['reason'] === 'message_too_large' || d['reason'] === 'out_of_memory') return true;
@@ -141,25 +135,12 @@ function trialEgressHeld(held: number, rowBytes: number | undefined): ApiError {
   );
 }
 
+/**
+ * What the agent is answered: backends answer ApiError only (query/errors.ts maps their sources'
+ * failures); anything else is a failure of ours, answered without its text.
+ */
 function translate(err: unknown): ApiError {
-  if (isApiError(err)) return err;
-  if (err instanceof SqlPolicyError) {
-    return err.code === 'invalid_sql'
-      ? new ApiError('invalid_sql', `${err.message}${err.position !== undefined ? ` (at character ${err.position + 1})` : ''}`, { ...err.detail, ...(err.position !== undefined ? { position: err.position } : {}) })
-      : new ApiError('scope_violation', err.message, { ...err.detail });
-  }
-  if (err instanceof DemoQueryError) {
-    if (err.code === 'DEMO_ERR_TIMEOUT') return new ApiError('query_timeout', `${err.message}; narrow the query (filters, LIMIT, aggregates)`);
-    if (err.code === 'DEMO_ERR_BUSY') return new ApiError('service_unavailable', `${err.message}; retry shortly`, undefined, { 'Retry-After': String(err.retryAfter ?? 1) });
-    if (err.code === 'DEMO_ERR_COOLDOWN') {
-      const wait = err.retryAfter ?? 1;
-      return new ApiError('rate_limited', err.message, { retry_after_seconds: wait }, { 'Retry-After': String(wait) });
-    }
-    if (err.code === 'DEMO_ERR_UNAVAILABLE') return new ApiError('service_unavailable', `${err.message}; retry shortly`);
-    if (err.sqlState === '42501' || err.sqlState === '25006') return new ApiError('scope_violation', `the database refused the statement: ${err.message}`);
-    return new ApiError('invalid_sql', `the database rejected the statement: ${err.message}`, { sqlstate: err.sqlState, ...(err.position !== undefined ? { position: err.position } : {}) });
-  }
-  return new ApiError('internal_error', 'the query failed unexpectedly');
+  return isApiError(err) ? err : new ApiError('internal_error', 'the query failed unexpectedly');
 }
 
 export async function runQuery(deps: QueryDeps, orgId: string, connectionId: string, sqlText: string, caller: { address?: string; keyId?: string } = {}): Promise<QueryResponse> {
@@ -263,7 +244,7 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
   }
 
   // from here the statement can be stopped by revocation, expiry or relay deletion
-  const running: RunningQuery = (deps.running ?? fallbackRunning).start(conn.id, { expiresAt: new Date(conn.expires_at), relayId: scopes.relay, keyId: caller.keyId });
+  const running: RunningQuery = deps.running.start(conn.id, { expiresAt: new Date(conn.expires_at), relayId: scopes.relay, keyId: caller.keyId });
   try {
     const stopped = (): ApiError | undefined => running.reason();
     // what a failure after this point is audited with, and how its reservation ends
@@ -302,7 +283,7 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
         // organization's others: 429, and it ran, so charged the query price
         return fail(trialEgressHeld(reservation.maxBytes, rowBytes), ran, charge);
       }
-      if ((err instanceof DemoQueryError && err.code === 'DEMO_ERR_TIMEOUT' && err.started) || (isApiError(err) && err.code === 'query_timeout') || ranAtSource(err)) {
+      if ((isApiError(err) && err.code === 'query_timeout') || ranAtSource(err)) {
         // it held an engine or the database until its deadline, or ran there before it failed:
         // charged the query price, no egress
         return fail(err, ran, charge);

@@ -8,6 +8,7 @@ import { ProtocolError, type QueryStream } from '../../protocol/index.js';
 import { RelayStreamError } from '../../protocol/relay-contract.js';
 import { RowCollector, uniqueColumnNames, type ColumnInfo, type ReadQueryResult } from '../results/index.js';
 import { ApiError } from '../errors.js';
+import { statementRejected } from './errors.js';
 import type { ParsedScopes } from '../catalogue/index.js';
 import { isSystemSchema } from '../catalogue/scopes.js';
 import { quoteIdent, quoteLiteral } from './sql/quote.js';
@@ -168,14 +169,10 @@ export function relayFailure(err: ProtocolError, relayId: string, timeoutMs: num
       ...(typeof d?.maxBytes === 'number' ? { max_bytes: d.maxBytes } : {}),
     });
   }
-  if (err.code === RelayStreamError.READ_ONLY || err.code === RelayStreamError.MULTI_STATEMENT || sqlstate === '42501' || sqlstate === '25006') {
-    return new ApiError('scope_violation', `the relay's database refused the statement: ${err.message}`, sqlstate ? { sqlstate } : undefined);
-  }
+  if (err.code === RelayStreamError.READ_ONLY || err.code === RelayStreamError.MULTI_STATEMENT) return statementRejected("the relay's database", err.message, { sqlstate, refused: true });
   if (err.code === RelayStreamError.DATABASE_UNAVAILABLE || sqlstate?.startsWith('08')) {
     return new ApiError('relay_unavailable', `the relay cannot reach its database: ${err.message}; retry shortly`, { relay_id: relayId, reason: err.code });
   }
-  if (sqlstate || err.code === RelayStreamError.QUERY) {
-    return new ApiError('invalid_sql', `the relay's database rejected the statement: ${err.message}`, sqlstate ? { sqlstate } : undefined);
-  }
+  if (sqlstate || err.code === RelayStreamError.QUERY) return statementRejected("the relay's database", err.message, { sqlstate });
   return new ApiError('relay_unavailable', `the relay could not run the statement: ${err.message}`, { relay_id: relayId, reason: err.code });
 }

@@ -7,16 +7,18 @@ import t from 'tap';
 import { ranAtSource } from '../../control-plane/query/engine.js';
 import { DemoQueryError } from '../../control-plane/demo/query.js';
 import { ApiError } from '../../control-plane/errors.js';
+import { demoFailure } from '../../control-plane/query/errors.js';
 
-t.test('demo engine errors', async (t) => {
-  const demo = (sqlState: string | undefined) => new DemoQueryError('DEMO_ERR_SQL', 'x', { sqlState });
+t.test('demo engine errors (as the demo backend answers them)', async (t) => {
+  const demo = (sqlState: string | undefined) => demoFailure(new DemoQueryError('DEMO_ERR_SQL', 'x', { sqlState }));
   t.equal(ranAtSource(demo('22012')), true, 'division by zero ran');
   t.equal(ranAtSource(demo('22P02')), true, 'invalid input ran');
   for (const s of ['42703', '42501', '0A000', '25006', '26000', '34000']) t.equal(ranAtSource(demo(s)), false, `${s}: rejected before running`);
   for (const s of ['08006', '57P01', '40P01', '53300', '58030', 'XX000']) t.equal(ranAtSource(demo(s)), false, `${s}: the source failed`);
   for (const s of ['ECONNRESET', 'EPIPE', 'ETIMEDOUT', '', undefined]) t.equal(ranAtSource(demo(s)), false, `${String(s)}: not a SQLSTATE`);
-  t.equal(ranAtSource(new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'gone')), false);
-  t.equal(ranAtSource(new DemoQueryError('DEMO_ERR_BUSY', 'busy')), false);
+  t.equal(ranAtSource(demoFailure(new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'gone'))), false);
+  t.equal(ranAtSource(demoFailure(new DemoQueryError('DEMO_ERR_BUSY', 'busy'))), false);
+  t.equal(ranAtSource(new DemoQueryError('DEMO_ERR_SQL', 'x', { sqlState: '22012' })), false, "an unmapped engine error is not the engine's answer: the path answers it as internal_error, free");
 });
 
 t.test('API errors from live targets and relays', async (t) => {

@@ -14,12 +14,12 @@ import type { ParsedScopes, Target } from '../../catalogue/index.js';
 import { checkDatabaseAddress, credentialRejected, databaseCredentialKind, databaseEndpoint, parseDatabaseUrl, scrub, type DatabaseOptions, type DatabaseUrl } from '../../credentials/database.js';
 import { RowCollector, uniqueColumnNames, type ColumnInfo, type ReadQueryResult } from '../../results/index.js';
 import { ApiError } from '../../errors.js';
+import { mapPolicyRefusal, statementRejected } from '../../query/errors.js';
 import { preparedFrom, type DatabaseNetwork } from '../postgres.js';
 import { LiveConnections, poolKey, type PoolDriver } from '../pool.js';
 import type { CredentialKindDef, LiveConnector, LiveRunContext, PreparedLiveQuery } from '../types.js';
 import { isMysqlSystemSchema, mysqlPolicy, nameCaseOf, type MysqlNameCase } from './policy.js';
 import { checkMysqlAsync } from '../../query/sql/offload.js';
-import { SqlPolicyError } from '../../query/sql/index.js';
 import { catalogLimits, type SchemaListing } from '../../query/schema.js';
 import { mysqlCatalogSql, mysqlListing, mysqlScopedTables } from './schema.js';
 import { guardMysqlConnection, type ConnectionGuard, type MysqlConnectionLike, type WireTrip } from '../../../protocol/wire-guard.js';
@@ -236,8 +236,8 @@ export class MysqlConnector implements LiveConnector {
         throw new ApiError('query_timeout', `the statement ran past its ${ctx.limits.timeoutMs} ms deadline and was stopped at the database (KILL QUERY)`);
       }
       const message = scrub(e.sqlMessage ?? e.message ?? 'database error', secret, url);
-      if (e.errno !== undefined && DENIED.has(e.errno)) throw new ApiError('scope_violation', `the database refused the statement: ${message}`, { errno: e.errno });
-      if (e.errno !== undefined && e.sqlState && !e.fatal) throw new ApiError('invalid_sql', `the database rejected the statement: ${message}`, { errno: e.errno, sqlstate: e.sqlState });
+      if (e.errno !== undefined && DENIED.has(e.errno)) throw statementRejected('the database', message, { errno: e.errno, refused: true });
+      if (e.errno !== undefined && e.sqlState && !e.fatal) throw statementRejected('the database', message, { errno: e.errno, sqlstate: e.sqlState, refused: false });
       broken = true;
       throw new ApiError('service_unavailable', 'the connection to the mysql database was lost during the statement; retry', { connector_kind: 'mysql' });
     } finally {
@@ -303,8 +303,7 @@ export async function checkForServer(q: PreparedLiveQuery, scopes: ParsedScopes,
   try {
     again = (await checkMysqlAsync(plan.sqlText, mysqlPolicy(scopes, 'exact'), tenant)).sql;
   } catch (err) {
-    if (err instanceof SqlPolicyError) throw new ApiError(err.code, err.message, { ...err.detail });
-    throw err;
+    throw mapPolicyRefusal(err);
   }
   if (again !== q.sql) {
     throw new ApiError('scope_violation', 'this server compares table names case-sensitively (lower_case_table_names = 0): write table and CTE names exactly as scoped', { reason: 'table_not_in_scope' });

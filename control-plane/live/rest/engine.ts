@@ -16,6 +16,7 @@ import { EmbeddedError, EmbeddedPostgres, IMAGE_INITDB } from '../../embedded/in
 import type { ReadQueryResult } from '../../results/index.js';
 import { unpackImage, type DataImage } from '../../embedded/image-fs.js';
 import { ApiError } from '../../errors.js';
+import { statementRejected } from '../../query/errors.js';
 import { quoteIdent } from '../../query/sql/quote.js';
 import type { SqlType } from './spec.js';
 import { timeoutError } from './http.js';
@@ -267,7 +268,6 @@ export class QueryDatabase {
         throw new ApiError('service_unavailable', 'the query engine stopped unexpectedly; retry', { reason: 'engine_unavailable' });
       }
       if (err instanceof EmbeddedError) {
-        if (err.sqlState === '42501' || err.sqlState === '25006') throw new ApiError('scope_violation', `the database refused the statement: ${err.message}`);
         if (err.sqlState === '53200' || err.sqlState === '54000') {
           this.failed = true; // a WASM heap that ran out is not trusted with the next query
           // the engine could not build a value or row (e.g. repeat('x', 600000000)): the engine is
@@ -278,7 +278,7 @@ export class QueryDatabase {
             { sqlstate: err.sqlState, reason: 'out_of_memory' },
           );
         }
-        throw new ApiError('invalid_sql', `the database rejected the statement: ${err.message}`, { sqlstate: err.sqlState, ...(err.position !== undefined ? { position: err.position } : {}) });
+        throw statementRejected('the database', err.message, { sqlstate: err.sqlState });
       }
       throw err;
     } finally {
