@@ -147,9 +147,13 @@ const oneOf =
   (t, name) =>
     (values as readonly string[]).includes(t) ? { value: t as V } : { problem: `${name} must be one of ${values.join(', ')}` };
 
-/** a URL with one of `protocols` (e.g. `https:`); `trimSlash`: without its trailing slashes */
+/**
+ * a URL with one of `protocols` (e.g. `https:`); `trimSlash`: without its trailing slashes;
+ * `noCredentials`: without a user name or password (a URL written into answers, or one the
+ * connectors call with credentials of their own). Never echoed: a database URL holds a password
+ */
 const url =
-  (protocols: readonly string[], o: { readonly trimSlash?: boolean } = {}): Parser<string> =>
+  (protocols: readonly string[], o: { readonly trimSlash?: boolean; readonly noCredentials?: boolean } = {}): Parser<string> =>
   (t, name) => {
     let u: URL;
     try {
@@ -158,6 +162,7 @@ const url =
       return { problem: `${name} is not a valid URL` };
     }
     if (!protocols.includes(u.protocol)) return { problem: `${name} must use ${protocols.join(' or ')}, got ${u.protocol}` };
+    if (o.noCredentials && (u.username !== '' || u.password !== '')) return { problem: `${name} must not hold a user name or password` };
     return { value: o.trimSlash ? t.replace(/\/+$/, '') : t };
   };
 
@@ -207,9 +212,10 @@ const optional = <T>(parse: Parser<T>): Setting<T | undefined> => ({ parse, defa
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 const POSTGRES_URL = ['postgres:', 'postgresql:'];
 const HTTP_URL = ['http:', 'https:'];
-const apiBase = optional(url(HTTP_URL, { trimSlash: true }));
+const publicUrl = url(HTTP_URL, { trimSlash: true, noCredentials: true });
+const apiBase = optional(publicUrl);
 const DEFAULT_RETRY_DELAYS = '30s,2m,10m,30m';
-const retryDelay = duration(1, Infinity, 'must be a positive duration');
+const retryDelay = duration(1, 30 * DAY_MS, 'must be a positive duration of at most 30d');
 const masterKey = checked(isValidMasterKey, 'must be 32 bytes as 64 hex characters or base64/base64url');
 
 /**
@@ -225,16 +231,16 @@ export const SETTINGS = {
   SVC_DEMO_DATABASE_URL: optional(url(POSTGRES_URL)),
   SVC_METRICS_TOKEN: optional(checked((t) => t.length >= 16 && !/\s/.test(t), 'must be at least 16 characters without spaces')),
   SVC_REPLICA_ADDRESS: optional(
-    checked((t) => /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/.test(t), 'must be host:port (an IPv6 address in brackets), the address other replicas dial to reach this one'),
+    checked((t) => /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/.test(t) && Number(t.slice(t.lastIndexOf(':') + 1)) <= 65535, 'must be host:port (an IPv6 address in brackets), the address other replicas dial to reach this one'),
   ),
-  SVC_PUBLIC_URL: optional(url(HTTP_URL, { trimSlash: true })),
-  SVC_TUNNEL_PUBLIC_URL: optional(url(['wss:'])),
-  SVC_DASHBOARD_URL: setting(url(HTTP_URL, { trimSlash: true }), 'https://dashboard.svc.example'),
+  SVC_PUBLIC_URL: optional(publicUrl),
+  SVC_TUNNEL_PUBLIC_URL: optional(url(['wss:'], { noCredentials: true })),
+  SVC_DASHBOARD_URL: setting(publicUrl, 'https://dashboard.svc.example'),
   SVC_MASTER_KEY: optional(masterKey),
   SVC_MASTER_KEY_PREVIOUS: setting(list(masterKey, { skipBlank: true, expected: 'must be a comma list of 32-byte keys (64 hex characters or base64/base64url each)' }), [] as string[]),
   SVC_LIVE_ALLOW_PRIVATE: setting(onOff, false),
   SVC_WEBHOOK_RETRY_DELAYS: setting(
-    list(retryDelay, { max: 10, echo: true, expected: `must be a comma list of up to 10 durations like ${DEFAULT_RETRY_DELAYS}` }),
+    list(retryDelay, { max: 10, echo: true, expected: `must be a comma list of up to 10 durations like ${DEFAULT_RETRY_DELAYS}, each at most 30d` }),
     DEFAULT_RETRY_DELAYS.split(',').map(parseDuration),
   ),
   SVC_WEBHOOK_ALLOW_PRIVATE: setting(onOff, false),
@@ -259,7 +265,7 @@ export const SETTINGS = {
   SVC_RELAY_CERT_DAYS: setting(wholeNumber(1, 397), 30),
   // a duration (e.g. 90s or 30d) that wins over SVC_RELAY_CERT_DAYS; short ones are for tests
   SVC_RELAY_CERT_VALIDITY: optional(duration(30_000, 397 * DAY_MS, 'must be a duration from 30s to 397d (e.g. 90s, 12h, 30d)')),
-  SVC_RELAY_CERT_OVERLAP: setting(duration(0, Infinity, 'must be a duration like 24h or 30m'), parseDuration('24h')),
+  SVC_RELAY_CERT_OVERLAP: setting(duration(0, 397 * DAY_MS, 'must be a duration from 0 to 397d (e.g. 24h or 30m)'), parseDuration('24h')),
   SVC_SIGNUP_RATE_LIMIT: setting(wholeNumber(0, 100_000), 10),
   SVC_REFUSED_STATEMENTS_PER_MINUTE: setting(wholeNumber(0, 100_000), 60),
   SVC_LIVE_POOL_SIZE: setting(wholeNumber(1, 64), 4),

@@ -121,7 +121,7 @@ t.test('every problem at once, in table order, each naming its variable', async 
   t.equal(err.name, 'ConfigError');
   t.same(err.problems, [
     'PORT must be a whole number, got "eighty"',
-    'SVC_WEBHOOK_RETRY_DELAYS must be a comma list of up to 10 durations like 30s,2m,10m,30m, got "soon"',
+    'SVC_WEBHOOK_RETRY_DELAYS must be a comma list of up to 10 durations like 30s,2m,10m,30m, each at most 30d, got "soon"',
     'LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent',
   ]);
   t.equal(err.message, `invalid configuration:\n  - ${err.problems.join('\n  - ')}`);
@@ -145,12 +145,12 @@ t.test('the problem of each kind of wrong value', async (t) => {
     [{ SVC_LIVE_ALLOW_PRIVATE: 'yes' }, 'SVC_LIVE_ALLOW_PRIVATE must be 1 or 0'],
     [{ SVC_WEBHOOK_ALLOW_PRIVATE: '2' }, 'SVC_WEBHOOK_ALLOW_PRIVATE must be 1 or 0'],
     [{ SVC_HTTP_FILES_ALLOW_PRIVATE: 'on' }, 'SVC_HTTP_FILES_ALLOW_PRIVATE must be 1 or 0'],
-    [{ SVC_WEBHOOK_RETRY_DELAYS: '1s,,2s' }, 'SVC_WEBHOOK_RETRY_DELAYS must be a comma list of up to 10 durations like 30s,2m,10m,30m, got "1s,,2s"'],
-    [{ SVC_WEBHOOK_RETRY_DELAYS: '0' }, 'SVC_WEBHOOK_RETRY_DELAYS must be a comma list of up to 10 durations like 30s,2m,10m,30m, got "0"'],
-    [{ SVC_WEBHOOK_RETRY_DELAYS: '1,2,3,4,5,6,7,8,9,10,11' }, 'SVC_WEBHOOK_RETRY_DELAYS must be a comma list of up to 10 durations like 30s,2m,10m,30m, got "1,2,3,4,5,6,7,8,9,10,11"'],
+    [{ SVC_WEBHOOK_RETRY_DELAYS: '1s,,2s' }, 'SVC_WEBHOOK_RETRY_DELAYS must be a comma list of up to 10 durations like 30s,2m,10m,30m, each at most 30d, got "1s,,2s"'],
+    [{ SVC_WEBHOOK_RETRY_DELAYS: '0' }, 'SVC_WEBHOOK_RETRY_DELAYS must be a comma list of up to 10 durations like 30s,2m,10m,30m, each at most 30d, got "0"'],
+    [{ SVC_WEBHOOK_RETRY_DELAYS: '1,2,3,4,5,6,7,8,9,10,11' }, 'SVC_WEBHOOK_RETRY_DELAYS must be a comma list of up to 10 durations like 30s,2m,10m,30m, each at most 30d, got "1,2,3,4,5,6,7,8,9,10,11"'],
     [{ SVC_RELAY_CERT_VALIDITY: '29s' }, 'SVC_RELAY_CERT_VALIDITY must be a duration from 30s to 397d (e.g. 90s, 12h, 30d), got "29s"'],
     [{ SVC_RELAY_CERT_VALIDITY: '398d' }, 'SVC_RELAY_CERT_VALIDITY must be a duration from 30s to 397d (e.g. 90s, 12h, 30d), got "398d"'],
-    [{ SVC_RELAY_CERT_OVERLAP: 'x' }, 'SVC_RELAY_CERT_OVERLAP must be a duration like 24h or 30m, got "x"'],
+    [{ SVC_RELAY_CERT_OVERLAP: 'x' }, 'SVC_RELAY_CERT_OVERLAP must be a duration from 0 to 397d (e.g. 24h or 30m), got "x"'],
     // SVC_RELAY_CERT_DAYS out of range is one problem (it was also reported as SVC_RELAY_CERT_VALIDITY "got undefined")
     [{ SVC_RELAY_CERT_DAYS: '398' }, 'SVC_RELAY_CERT_DAYS must be between 1 and 397, got 398'],
     // checked like every other setting (it was read after the check, so a wrong value was taken as it was)
@@ -159,6 +159,42 @@ t.test('the problem of each kind of wrong value', async (t) => {
     [{ SVC_TUNNEL_DRAIN_MS: '99' }, 'SVC_TUNNEL_DRAIN_MS must be between 100 and 600000, got 99'],
   ];
   for (const [env, problem] of cases) t.same(problemsOf(env), [problem], JSON.stringify(env));
+});
+
+t.test('hostile values: never taken, and the problem names the variable without echoing a secret', async (t) => {
+  // numbers written any other way than digits
+  for (const v of ['1e3', '0x10', '-1', '+5', 'NaN', 'Infinity', '1_000', '10 000', '99999999999999999999999']) {
+    const problems = problemsOf({ SVC_MAX_ROWS: v });
+    t.equal(problems.length, 1, `SVC_MAX_ROWS=${v}`);
+    t.match(problems[0] ?? '', /^SVC_MAX_ROWS must be /, `SVC_MAX_ROWS=${v}`);
+  }
+  // durations past what a Date holds (the worker and the renewal threw RangeError at run time)
+  t.same(problemsOf({ SVC_WEBHOOK_RETRY_DELAYS: '1s,1000000000d' }), ['SVC_WEBHOOK_RETRY_DELAYS must be a comma list of up to 10 durations like 30s,2m,10m,30m, each at most 30d, got "1s,1000000000d"']);
+  t.same(problemsOf({ SVC_WEBHOOK_RETRY_DELAYS: '31d' }).length, 1, 'a retry delay over 30 days');
+  t.same(loadConfig({ SVC_WEBHOOK_RETRY_DELAYS: '30d' }).webhookRetryDelaysMs, [30 * 86_400_000]);
+  t.same(problemsOf({ SVC_RELAY_CERT_OVERLAP: '1000000000d' }), ['SVC_RELAY_CERT_OVERLAP must be a duration from 0 to 397d (e.g. 24h or 30m), got "1000000000d"']);
+  t.equal(loadConfig({ SVC_RELAY_CERT_OVERLAP: '397d' }).relayCertOverlapMs, 397 * 86_400_000);
+  // a port a socket can have
+  t.same(problemsOf({ SVC_REPLICA_ADDRESS: 'replica-2:99999' }), ['SVC_REPLICA_ADDRESS must be host:port (an IPv6 address in brackets), the address other replicas dial to reach this one']);
+  t.equal(loadConfig({ SVC_REPLICA_ADDRESS: 'replica-2:65535' }).replicaAddress, 'replica-2:65535');
+  // URLs written into answers, or fetched with the connectors' own credentials, carry none of their own
+  for (const name of ['SVC_PUBLIC_URL', 'SVC_DASHBOARD_URL', 'SVC_TUNNEL_PUBLIC_URL', 'SVC_STRIPE_API_BASE', 'SVC_SALESFORCE_API_BASE']) {
+    const scheme = name === 'SVC_TUNNEL_PUBLIC_URL' ? 'wss' : 'https';
+    const problems = problemsOf({ [name]: `${scheme}://admin:hunter2secret@svc.example/` });
+    t.same(problems, [`${name} must not hold a user name or password`], name);
+  }
+  // a secret is never echoed
+  const secretEnv = {
+    DATABASE_URL: 'mysql://svc:hunter2secret@db/x',
+    SVC_DEMO_DATABASE_URL: 'postgres://svc:hunter2secret@db:notaport/x',
+    SVC_MASTER_KEY: 'hunter2secret',
+    SVC_MASTER_KEY_PREVIOUS: `${'a'.repeat(64)},hunter2secret`,
+    SVC_METRICS_TOKEN: 'hunter2secret',
+  };
+  const problems = problemsOf(secretEnv);
+  t.equal(problems.length, Object.keys(secretEnv).length, problems.join('; '));
+  for (const name of Object.keys(secretEnv)) t.ok(problems.some((p) => p.startsWith(`${name} `)), `${name} is named`);
+  t.notMatch(problems.join('\n'), /hunter2/, 'no secret in the problems');
 });
 
 t.test('the settings table', async (t) => {
