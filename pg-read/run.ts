@@ -16,7 +16,7 @@
  * the connection may be used again. A connection whose statement was cancelled never is: the
  * cancel may land on its next statement.
  */
-import type pg from 'pg';
+import pg from 'pg';
 import { pgConnectionGuard, type WireTrip } from '../protocol/wire-guard.js';
 import { sendCancelRequest, within, type CancelTarget } from './cancel.js';
 import { PortalQuery, RELEASE_SESSION_LOCKS, type PortalSink } from './portal.js';
@@ -124,6 +124,23 @@ export function valueBytes(v: unknown): number {
 
 type PgClient = pg.ClientBase & CancelTarget;
 
+/** the protocol counts a Bind's parameters in 16 bits */
+const MAX_PARAMS = 65_535;
+
+/**
+ * Why the statement cannot be written as it is, as the error the server would answer it with
+ * (classified as the statement's by classifyPgError), else null. A NUL ends the text in the
+ * Parse message (what follows would be read as its other fields), and 65 536 parameters are
+ * sent as 0: the server answers either with a protocol-violation SQLSTATE, class 08, which says
+ * the connection failed.
+ */
+function unsendable(text: string, params: number): pg.DatabaseError | null {
+  const refuse = (code: string, message: string): pg.DatabaseError => Object.assign(new pg.DatabaseError(message, 0, 'error'), { severity: 'ERROR', code });
+  if (text.includes('\0')) return refuse('22021', 'the statement holds a NUL character (0x00), which PostgreSQL does not accept in a statement');
+  if (params > MAX_PARAMS) return refuse('54023', `the statement has ${params} parameters; at most ${MAX_PARAMS} can be sent`);
+  return null;
+}
+
 /** The read; see the file's comment. Throws only when the client is not guarded (a GuardedPgClient). */
 export async function runReadOnly<R = unknown[]>(client: pg.ClientBase, req: ReadOnlyRequest<R>): Promise<ReadOutcome> {
   const found = pgConnectionGuard(client);
@@ -136,12 +153,18 @@ export async function runReadOnly<R = unknown[]>(client: pg.ClientBase, req: Rea
   const timeoutMs = Math.max(1, Math.floor(req.timeoutMs));
   const deadlineMs = Math.max(0, req.deadlineMs ?? timeoutMs);
   if (req.cursor !== undefined && !/^[a-z_][a-z0-9_]*$/.test(req.cursor)) throw new Error(`runReadOnly: bad cursor name ${req.cursor}`);
+  // (an Execute limit of 0, from a cap of -1, is every row; NaN compares false with every count)
+  if (!Number.isSafeInteger(maxRows) || maxRows < 0) throw new Error(`runReadOnly: maxRows must be a whole number ≥ 0, got ${maxRows}`);
+  if (!(maxBytes >= 0)) throw new Error(`runReadOnly: maxBytes must be a number ≥ 0, got ${maxBytes}`);
 
-  if (signal?.aborted) {
-    // nothing was sent; a transaction the caller opened is ended here
+  // nothing was sent; a transaction the caller opened is ended here
+  const unsent = (failure: ReadFailure): ReadOutcome => {
     const settled = req.begin === null ? within(client.query(`ROLLBACK; ${RELEASE_SESSION_LOCKS}`), SETTLE_TIMEOUT_MS).then(() => true, () => false) : Promise.resolve(true);
-    return { ok: false, failure: { kind: 'aborted', reason: signal.reason }, settled };
-  }
+    return { ok: false, failure, settled };
+  };
+  if (signal?.aborted) return unsent({ kind: 'aborted', reason: signal.reason });
+  const refused = unsendable(req.text, req.params?.length ?? 0);
+  if (refused) return unsent({ kind: 'database', error: refused, before: false });
 
   // the read's state, as the database's messages and the consumer move it
   let finished = false; // the outcome is out (the database may still be answering)

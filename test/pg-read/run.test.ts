@@ -226,6 +226,32 @@ if (!(await realPostgresAvailable())) {
     t.equal((c as unknown as { _txStatus?: string })._txStatus, 'I', 'the caller’s transaction was rolled back');
   });
 
+  t.test('what cannot be sent is the statement’s error, not a lost connection; caps that are not numbers are refused', async (t) => {
+    const c = await connect();
+    // the protocol counts parameters in 16 bits: 65536 of them were sent as 0 and the server
+    // answered 08P01 (a connection-class SQLSTATE: callers said the database was unavailable)
+    const many = await read(c, 'SELECT 1', { params: Array.from({ length: 65_536 }, () => 1) });
+    t.ok(!many.out.ok && many.out.failure.kind === 'database' && !many.out.failure.before, 'a database failure of the statement');
+    if (!many.out.ok && many.out.failure.kind === 'database') t.equal(classifyPgError(many.out.failure.error).kind, 'statement', classifyPgError(many.out.failure.error).message);
+    t.equal(many.reusable, true);
+    // a NUL ends the statement's text on the wire: what follows it was read as the Parse's other fields
+    const nul = await read(c, "SELECT 'a\u0000b'");
+    if (!nul.out.ok && nul.out.failure.kind === 'database') t.equal(classifyPgError(nul.out.failure.error).kind, 'statement', classifyPgError(nul.out.failure.error).message);
+    else t.fail(`a database failure: ${JSON.stringify(nul.out)}`);
+    t.equal(nul.reusable, true);
+    // in the caller's transaction: ended, as after any failure
+    await c.query('BEGIN READ ONLY');
+    const inTx = await read(c, 'SELECT 1\u0000', { begin: null });
+    t.notOk(inTx.out.ok);
+    t.equal(inTx.reusable, true);
+    t.equal((c as unknown as { _txStatus?: string })._txStatus, 'I', 'the caller’s transaction was rolled back');
+    t.same((await read(c, 'SELECT 3')).rows, [[3]], 'the connection answers');
+    // a row cap of -1 or NaN was no cap at all (an Execute limit of 0 is "every row")
+    for (const maxRows of [-1, Number.NaN, 1.5]) await t.rejects(read(c, 'SELECT 1', { maxRows }), /maxRows/, `maxRows ${maxRows}`);
+    for (const maxBytes of [-1, Number.NaN]) await t.rejects(read(c, 'SELECT 1', { maxBytes }), /maxBytes/, `maxBytes ${maxBytes}`);
+    t.same((await read(c, 'SELECT 4')).rows, [[4]], 'nothing was sent');
+  });
+
   t.test('a slow consumer: rows wait in bounded batches, in order', async (t) => {
     const c = await connect();
     let most = 0;
