@@ -4,6 +4,7 @@
  * credentials), stopped when nobody waits for them; a CSV read piece by piece as it arrives
  * reads as it does whole; the byte limit applies to every byte, before what the bytes hold.
  */
+import { gzipSync } from 'node:zlib';
 import t, { type Test } from 'tap';
 import { createCa, issueServerCertificate } from '../../../pki/index.js';
 import { ApiError } from '../../../control-plane/errors.js';
@@ -177,4 +178,121 @@ t.test('a CSV read piece by piece reads as it does whole', async (t) => {
   t.ok(many.full, 'the row cap full and one more record seen: the rest is not needed');
   many.push('"never closed');
   t.same(many.end(), { header: ['n'], rows: [['1'], ['2'], ['3']], truncated: true });
+});
+
+t.test('the statement that started a shared download going away does not stop it for the others', async (t) => {
+  const { srv, letGo, seen, closed } = await heldServer(t);
+  const c = connector('http-files', { ca: ca.certPem, httpFilesAllowPrivate: true, maxEngines: 2 });
+  const options = files(srv.base, 'shared');
+  const stop = new AbortController();
+  const run = (signal?: AbortSignal) => query(c, ['read:shared'], SQL('shared'), { secret: '', options, orgId: 'org_a', timeoutMs: 30_000, ...(signal ? { signal } : {}) });
+  const first = run(stop.signal).catch((e: unknown) => e);
+  await seen(1);
+  const sharers = [run(), run()];
+  await settle();
+  stop.abort(new Error('the client went away'));
+  t.equal(((await first) as ApiError).code, 'query_timeout', 'the first statement stopped');
+  await settle();
+  t.equal(closed(), 0, 'its download goes on for the statements sharing it');
+  letGo();
+  for (const r of await Promise.all(sharers)) t.same(r.rows, [{ n: 50 }]);
+  t.equal(srv.seen.length, 1, 'downloaded once');
+  // every sharer gone: a statement now downloads it again (nothing finished is handed on)
+  t.same((await run()).rows, [{ n: 50 }]);
+  t.equal(srv.seen.length, 2);
+});
+
+t.test('a shared download that fails fails every statement sharing it, and is not remembered', async (t) => {
+  let letGo: () => void = () => undefined;
+  const held = new Promise<void>((r) => (letGo = r));
+  let fail = true;
+  const srv = await provider(async (_req, res) => {
+    if (fail) {
+      await held;
+      res.writeHead(404, { 'content-type': 'text/plain' });
+      res.end('gone');
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'text/csv' });
+    res.end(CSV);
+  }, { key: cert.keyPem, cert: cert.certPem });
+  t.teardown(() => srv.close());
+  const c = connector('http-files', { ca: ca.certPem, httpFilesAllowPrivate: true, maxEngines: 2 });
+  const options = files(srv.base, 'flaky');
+  const run = () => query(c, ['read:flaky'], SQL('flaky'), { secret: '', options, orgId: 'org_a', timeoutMs: 30_000 });
+  const statements = Array.from({ length: 3 }, () => run().catch((e: unknown) => e));
+  for (let i = 0; i < 200 && srv.seen.length < 1; i++) await new Promise((r) => setTimeout(r, 20));
+  await settle();
+  letGo();
+  const errors = await Promise.all(statements);
+  t.equal(srv.seen.length, 1, 'one download for the three');
+  for (const e of errors) {
+    t.ok(e instanceof ApiError, String(e));
+    t.equal((e as ApiError).code, (errors[0] as ApiError).code, 'the same error for each');
+  }
+  fail = false;
+  t.same((await run()).rows, [{ n: 50 }], 'the next statement downloads the file again');
+  t.equal(srv.seen.length, 2);
+});
+
+t.test('a hostile file server: an endless body, a slow drip, a short body, a gzip bomb', async (t) => {
+  const endless = (res: import('node:http').ServerResponse): void => {
+    res.writeHead(200, { 'content-type': 'text/csv' });
+    const piece = Buffer.from('1,2\n'.repeat(4096));
+    const pump = (): void => {
+      while (!res.destroyed) if (!res.write(piece)) return void res.once('drain', pump);
+    };
+    res.write('a,b\n');
+    pump();
+  };
+  let dripClosed = false;
+  const timers = new Set<NodeJS.Timeout>();
+  t.teardown(() => timers.forEach(clearInterval));
+  const handlers: Record<string, (res: import('node:http').ServerResponse) => void> = {
+    '/endless.csv': endless,
+    '/drip.csv': (res) => {
+      res.writeHead(200, { 'content-type': 'text/csv' });
+      res.write('a,b\n');
+      res.on('close', () => (dripClosed = true));
+      const timer = setInterval(() => {
+        if (res.destroyed) return void clearInterval(timer);
+        res.write('1,2\n');
+      }, 50);
+      timers.add(timer);
+    },
+    // declares more than it sends, then hangs up
+    '/short.csv': (res) => {
+      res.writeHead(200, { 'content-type': 'text/csv', 'content-length': '100000' });
+      res.write('a,b\n1,2\n');
+      setTimeout(() => res.destroy(), 50);
+    },
+    // 10 MB of zeros gzipped to about 10 KB: never inflated, so read as the bytes it is
+    '/bomb.csv': (res) => {
+      res.writeHead(200, { 'content-type': 'text/csv', 'content-encoding': 'gzip' });
+      res.end(gzipSync(Buffer.alloc(10_000_000)));
+    },
+  };
+  const srv = await provider((req, res) => (handlers[req.path] ?? ((r) => void r.writeHead(404).end()))(res), { key: cert.keyPem, cert: cert.certPem });
+  t.teardown(() => srv.close());
+  const c = connector('http-files', { ca: ca.certPem, httpFilesAllowPrivate: true, httpFilesMaxBytes: 50_000 });
+  const run = (table: string, timeoutMs = 30_000) => query(c, [`read:${table}`], SQL(table), { secret: '', options: files(srv.base, table), timeoutMs }).catch((e: unknown) => e);
+  const endlessErr = (await run('endless')) as ApiError;
+  t.equal(endlessErr.details?.['reason'], 'file_too_large', 'an endless body stops at the byte limit');
+  const drip = (await run('drip', 600)) as ApiError;
+  t.equal(drip.code, 'query_timeout', 'a slow drip stops at the deadline');
+  for (let i = 0; i < 250 && !dripClosed; i++) await new Promise((r) => setTimeout(r, 20));
+  t.ok(dripClosed, 'and the file server is hung up on');
+  const short = (await run('short')) as ApiError;
+  t.ok(short instanceof ApiError, 'a body shorter than it declared is an error');
+  t.notOk(short.code === 'query_timeout' || short.code === 'internal_error', `not a hang or a crash: ${short.code}`);
+  const bomb = await run('bomb');
+  // inflated, its 10 MB would be over the 50 KB limit (file_too_large): read as the 10 KB it is
+  t.notOk(bomb instanceof ApiError, `read as its bytes: ${String(bomb)}`);
+  t.equal(((bomb as { rows?: unknown[] }).rows ?? []).length, 1, 'one count row');
+  // the server still answers a good file afterwards
+  handlers['/good.csv'] = (res) => {
+    res.writeHead(200, { 'content-type': 'text/csv' });
+    res.end(CSV);
+  };
+  t.same(((await run('good')) as { rows: unknown }).rows, [{ n: 50 }]);
 });
