@@ -29,10 +29,13 @@ import pg from 'pg';
 
 /**
  * Run after every read, before its connection is used again: a session-level advisory lock
- * (`pg_advisory_lock`, allowed in a read-only transaction) is the one thing a read takes that
- * the ROLLBACK does not undo. Left held, it would block the database's other clients for as long
- * as the pooled connection lives, and behind a transaction-pooling PgBouncer it would follow the
- * server connection to another client.
+ * (`pg_advisory_lock`, allowed in a read-only transaction) is what a read may take that the
+ * ROLLBACK does not undo and that would harm others. Left held, it would block the database's
+ * other clients for as long as the pooled connection lives, and behind a transaction-pooling
+ * PgBouncer it would follow the server connection to another client. (The ROLLBACK does not undo
+ * a prepared statement either, made by PREPARE or by a DO block's EXECUTE 'PREPARE …', nor
+ * setseed() or LOAD: the callers refuse those statements; `DEALLOCATE ALL` is not run here, as
+ * behind PgBouncer it would drop the statements other clients prepared on the server connection.)
  */
 export const RELEASE_SESSION_LOCKS = 'SELECT pg_advisory_unlock_all()';
 
