@@ -63,8 +63,9 @@ export interface Executor {
  * and DO (dynamic SQL: a PREPARE in an EXECUTE string). Nor what a read-only transaction allows
  * but harms the customer's server: LOCK (ACCESS EXCLUSIVE is allowed read-only, and with a role
  * that may write the table it blocks every other client of it until the deadline), LOAD (a
- * library stays loaded in the backend) and CHECKPOINT. None of them is a read. (Session advisory
- * locks, the one thing a read takes that survives its ROLLBACK, are released by pg-read.)
+ * library stays loaded in the backend) and CHECKPOINT. None of them is a read. (Of what else
+ * survives a ROLLBACK, session advisory locks are released by pg-read; setseed() is harmless;
+ * see pg-read/portal.ts.)
  */
 const REFUSED_KEYWORDS = new Set(['copy', 'listen', 'notify', 'prepare', 'execute', 'deallocate', 'do', 'lock', 'load', 'checkpoint']);
 /**
