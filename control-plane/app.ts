@@ -39,6 +39,7 @@ import { runOnRelay } from './query/relay.js';
 import type { Ca } from '../pki/index.js';
 import { loadMasterKeyRing, type MasterKey, type MasterKeyRing } from './secrets/index.js';
 import { CredentialStore } from './credentials/index.js';
+import { ConnectionCache } from './connections/index.js';
 import { liveRegistry } from './live/index.js';
 import { EnginePool } from './live/rest/index.js';
 import { credentialRoutes } from './routes/credentials.js';
@@ -212,6 +213,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     running: new RunningQueries(store),
     sqlChecker,
     checkedStatements: new CheckCache<CheckedQuery>(),
+    connections: new ConnectionCache(store),
   };
   // after a master-key rotation (or from the older unbound format), stored credentials and the relay CA's key move to
   // the current key before anything reads them, so a previous key can be dropped at the next restart

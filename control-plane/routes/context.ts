@@ -11,6 +11,7 @@ import type { Metrics } from '../metrics.js';
 import type { CredentialStore } from '../credentials/index.js';
 import type { LiveRegistry } from '../live/index.js';
 import type { QueryDeps } from '../query/engine.js';
+import type { ConnectionCache } from '../connections/index.js';
 import { ConnectorBackend, DemoBackend, RelayBackend, type Backends } from '../query/backends.js';
 import type { RunningQueries } from '../query/running.js';
 import type { SqlChecker } from '../query/sql/offload.js';
@@ -46,6 +47,8 @@ export interface Services {
   readonly sqlChecker: SqlChecker;
   /** the demo and relay statements this app has checked, by target, scopes and text */
   readonly checkedStatements: CheckCache<CheckedQuery>;
+  /** connections as this app's queries read them (a revocation through this app drops its entry) */
+  readonly connections: ConnectionCache;
 }
 
 const depsOf = new WeakMap<Services, QueryDeps>();
@@ -56,7 +59,7 @@ export function queryDeps(s: Services): QueryDeps {
   if (!deps) {
     const checks = { checker: s.sqlChecker, cache: s.checkedStatements };
     const backends: Backends = { demo: new DemoBackend(s.demo, checks), relay: new RelayBackend(s.tunnels, checks, s.forwarder), connector: new ConnectorBackend(s.live, s.credentials, s.shutdown) };
-    deps = { store: s.store, catalogue: s.catalogue, limits: s.config.limits, backends, running: s.running, metrics: s.metrics };
+    deps = { store: s.store, catalogue: s.catalogue, limits: s.config.limits, backends, connections: s.connections, running: s.running, metrics: s.metrics };
     depsOf.set(s, deps);
   }
   return deps;

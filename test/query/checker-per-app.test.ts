@@ -1,7 +1,7 @@
 /**
- * Each app owns its SQL check worker and its cache of checked statements: two apps in one process
- * (replicas in tests) share neither, and closing one stops its worker only, the other keeps
- * checking large statements off the event loop.
+ * Each app owns its SQL check worker, its cache of checked statements and its cache of
+ * connections: two apps in one process (replicas in tests) share none of them, and closing one
+ * stops its worker only, the other keeps checking large statements off the event loop.
  */
 import t from 'tap';
 import { OFFLOAD_MIN_CHARS } from '../../control-plane/query/sql/offload.js';
@@ -23,6 +23,7 @@ t.test('two apps: their own check caches and check workers; closing one leaves t
   const sb = b.svc.services;
   t.not(sa.sqlChecker, sb.sqlChecker, 'a check worker each');
   t.not(sa.checkedStatements, sb.checkedStatements, 'a check cache each');
+  t.not(sa.connections, sb.connections, 'a connection cache each');
 
   const query = async (srv: typeof a): Promise<{ status: number; text: string; rows?: { n: number }[] }> => {
     const agent = await signupAgent(srv.url, 'Checker Org');
