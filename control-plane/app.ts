@@ -39,10 +39,13 @@ import { runOnRelay } from './query/relay.js';
 import type { Ca } from '../pki/index.js';
 import { loadMasterKeyRing, type MasterKey, type MasterKeyRing } from './secrets/index.js';
 import { CredentialStore } from './credentials/index.js';
+import { ConnectionCache } from './connections/index.js';
 import { liveRegistry } from './live/index.js';
 import { EnginePool } from './live/rest/index.js';
 import { credentialRoutes } from './routes/credentials.js';
-import { initSqlParser } from './query/sql/index.js';
+import { initSqlParser, type CheckedQuery } from './query/sql/index.js';
+import { SqlChecker } from './query/sql/offload.js';
+import { CheckCache } from './query/sql/check-cache.js';
 import { openStore, type Store } from './store/index.js';
 
 /** The longest a client may take to send a whole request (headers and body). */
@@ -189,7 +192,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   };
   // the live API and file targets' query engines (worker threads), this app's own
   const restEngines = new EnginePool(config.restApis.maxEngines);
-  const live = liveRegistry(config, restEngines);
+  // large and MySQL-dialect statements are checked in this app's own worker thread
+  const sqlChecker = new SqlChecker();
+  const live = liveRegistry(config, restEngines, sqlChecker);
   const shutdownController = new AbortController();
   const services: Services = {
     config,
@@ -206,6 +211,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     shutdown: shutdownController.signal,
     // revocations made on other replicas (or of agent keys, by the dashboard) are read from the store
     running: new RunningQueries(store),
+    sqlChecker,
+    checkedStatements: new CheckCache<CheckedQuery>(),
+    connections: new ConnectionCache(store),
   };
   // after a master-key rotation (or from the older unbound format), stored credentials and the relay CA's key move to
   // the current key before anything reads them, so a previous key can be dropped at the next restart
@@ -317,6 +325,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     await engine?.close();
     await restEngines.close(); // the live API query engines (worker threads)
     live.close(); // pooled connections to customers' databases
+    await sqlChecker.close(); // the SQL check worker thread
     await store.close();
   });
 

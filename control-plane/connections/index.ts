@@ -128,31 +128,41 @@ export async function createConnection(store: Store, catalogue: Catalogue, orgId
   return getConnection(store, orgId, id);
 }
 
-/**
- * Connections as the query path needs them, by id (this process; least recently used past
- * `QUERY_CACHE_MAX`): what it reads of a connection (target, scopes, expiry, organization) never
- * changes, so only its revocation can be stale here. A revocation made in this process drops the
- * entry; every query's reservation reads revocation fresh in the store (billing `reserve`) and its
- * settlement again under the connection's row lock, so a connection revoked anywhere runs nothing
- * more and answers no rows.
- */
-const queryCache = new Map<string, ConnectionRow>();
 export const QUERY_CACHE_MAX = 10_000;
 
-/** The connection for a query: `cached` when read from this process's cache (its revocation may be stale). */
-export async function connectionForQuery(store: Store, orgId: string, id: string): Promise<{ readonly row: ConnectionRow; readonly cached: boolean }> {
-  const hit = queryCache.get(id);
-  if (hit && hit.org_id === orgId) {
-    queryCache.delete(id);
-    queryCache.set(id, hit);
-    return { row: hit, cached: true };
+/**
+ * Connections as the query path needs them, by id (one app's, made by buildApp; least recently
+ * used past `QUERY_CACHE_MAX`): what it reads of a connection (target, scopes, expiry,
+ * organization) never changes, so only its revocation can be stale here. A revocation made through
+ * this app drops the entry; every query's reservation reads revocation fresh in the store (billing
+ * `reserve`) and its settlement again under the connection's row lock, so a connection revoked
+ * anywhere runs nothing more and answers no rows.
+ */
+export class ConnectionCache {
+  private readonly rows = new Map<string, ConnectionRow>();
+
+  constructor(private readonly store: Store) {}
+
+  /** The connection for a query: `cached` when read from this cache (its revocation may be stale). */
+  async forQuery(orgId: string, id: string): Promise<{ readonly row: ConnectionRow; readonly cached: boolean }> {
+    const hit = this.rows.get(id);
+    if (hit && hit.org_id === orgId) {
+      this.rows.delete(id);
+      this.rows.set(id, hit);
+      return { row: hit, cached: true };
+    }
+    const row = await getConnection(this.store, orgId, id);
+    if (!row.revoked_at) {
+      this.rows.set(id, row);
+      if (this.rows.size > QUERY_CACHE_MAX) this.rows.delete(this.rows.keys().next().value as string);
+    }
+    return { row, cached: false };
   }
-  const row = await getConnection(store, orgId, id);
-  if (!row.revoked_at) {
-    queryCache.set(id, row);
-    if (queryCache.size > QUERY_CACHE_MAX) queryCache.delete(queryCache.keys().next().value as string);
+
+  /** The connection is being revoked: read it fresh from now on. */
+  drop(id: string): void {
+    this.rows.delete(id);
   }
-  return { row, cached: false };
 }
 
 export async function getConnection(store: Store, orgId: string, id: string): Promise<ConnectionRow> {
@@ -187,8 +197,8 @@ export async function listConnections(store: Store, orgId: string, o: ListOption
   return { connections: page, next_cursor: more ? (page[page.length - 1]?.id ?? null) : null };
 }
 
-export async function revokeConnection(store: Store, orgId: string, id: string, by: string): Promise<ConnectionRow> {
-  queryCache.delete(id);
+export async function revokeConnection(store: Store, cache: ConnectionCache, orgId: string, id: string, by: string): Promise<ConnectionRow> {
+  cache.drop(id);
   await store.tx(async (sql) => {
     const rows = await sql.query<{ revoked_at: Date | null; target_id: string }>('SELECT revoked_at, target_id FROM connections WHERE id = $1 AND org_id = $2 FOR UPDATE', [id, orgId]);
     const row = rows[0];
@@ -199,7 +209,7 @@ export async function revokeConnection(store: Store, orgId: string, id: string, 
     await appendEvent(sql, id, { type: 'connection.revoked', org_id: orgId, by });
     await enqueueLifecycle(sql, 'connection.revoked', { connectionId: id, orgId, targetId: row.target_id, at: new Date(at) });
   });
-  queryCache.delete(id); // again: a query may have cached it while the revocation committed
+  cache.drop(id); // again: a query may have cached it while the revocation committed
   return getConnection(store, orgId, id);
 }
 

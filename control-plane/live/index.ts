@@ -8,6 +8,7 @@ import { MysqlConnector, mysqlCredentialKind } from './mysql/index.js';
 import { PostgresConnector, postgresCredentialKind } from './postgres.js';
 import { restConnectors, restCredentialKinds, type EnginePool } from './rest/index.js';
 import type { CredentialKindDef, LiveConnector } from './types.js';
+import type { SqlChecker } from '../query/sql/offload.js';
 
 export type { CredentialFields, CredentialKindDef, LiveConnector, LiveLimits, LiveRunContext, PreparedLiveQuery } from './types.js';
 export { PostgresConnector, postgresCredentialKind } from './postgres.js';
@@ -44,14 +45,15 @@ export class LiveRegistry {
 
 /**
  * The connectors of one app. `restEngines` is the app's pool of query engines for the API and
- * file targets: the app makes it (sized by SVC_LIVE_REST_ENGINES) and closes it at shutdown.
+ * file targets, `checker` its SQL check worker: the app makes both (the pool sized by
+ * SVC_LIVE_REST_ENGINES) and closes them at shutdown.
  */
-export function liveRegistry(config: Config, restEngines: EnginePool): LiveRegistry {
+export function liveRegistry(config: Config, restEngines: EnginePool, checker: SqlChecker): LiveRegistry {
   const network = {
     allowPrivate: config.liveAllowPrivate,
     // the control plane's own databases are never a customer database
     reserved: [...reservedFromUrl(config.databaseUrl), ...reservedFromUrl(config.demoDatabaseUrl)],
   };
-  const connectors: LiveConnector[] = [new PostgresConnector(network, config.livePoolSize), new MysqlConnector(network, config.livePoolSize), ...restConnectors(config.restApis, restEngines)];
+  const connectors: LiveConnector[] = [new PostgresConnector(network, checker, config.livePoolSize), new MysqlConnector(network, checker, config.livePoolSize), ...restConnectors(config.restApis, restEngines)];
   return new LiveRegistry(connectors, [postgresCredentialKind, mysqlCredentialKind, ...restCredentialKinds]);
 }

@@ -20,7 +20,7 @@ import { oversizeError, readCollected, type CollectedOutcome } from './postgres-
 import { LiveConnections, poolKey, type PoolDriver } from './pool.js';
 import { postgresScopedTables, relayPolicy } from '../query/relay.js';
 import { catalogLimits, postgresCatalogSql, postgresListing, type SchemaListing } from '../query/schema.js';
-import { checkAndRewriteAsync } from '../query/sql/offload.js';
+import type { SqlChecker } from '../query/sql/offload.js';
 import type { CredentialKindDef, LiveConnector, LiveRunContext, PreparedLiveQuery } from './types.js';
 
 const EXAMPLE = 'postgres://reader:password@db.example.com:5432/app?sslmode=verify-full';
@@ -93,6 +93,8 @@ export class PostgresConnector implements LiveConnector {
 
   constructor(
     private readonly network: DatabaseNetwork,
+    /** the app's check worker (large statements are checked there) */
+    private readonly checker: SqlChecker,
     poolSize = 4,
   ) {
     this.connections = new LiveConnections(PG_DRIVER, poolSize);
@@ -115,7 +117,7 @@ export class PostgresConnector implements LiveConnector {
 
   async prepare(sqlText: string, scopes: ParsedScopes, _target: Target, caller?: { readonly tenant: string }): Promise<PreparedLiveQuery> {
     const policy = relayPolicy(scopes);
-    const checked = await checkAndRewriteAsync(sqlText, policy, caller?.tenant);
+    const checked = await this.checker.check(sqlText, policy, caller?.tenant);
     return { ...preparedFrom(checked, policy.allowed), plan: { direct: checked.kind === 'explain' } };
   }
 

@@ -22,7 +22,7 @@ import { describeOnRelay, relayPolicy, runOnRelay } from './relay.js';
 import { definedTable, type SchemaListing } from './schema.js';
 import { periodPredicate, rowFiltersOf, type CheckedQuery, type ScopedTable, type SqlPolicy } from './sql/index.js';
 import { CheckCache } from './sql/check-cache.js';
-import { checkAndRewriteAsync } from './sql/offload.js';
+import type { SqlChecker } from './sql/offload.js';
 
 /** A statement checked against a connection's scopes, ready to run. */
 export interface PreparedStatement {
@@ -69,8 +69,14 @@ export interface Backend {
   describe(target: Target, ctx: DescribeContext): Promise<SchemaListing>;
 }
 
-/** Statements checked and rewritten for the demo and relay targets, by target, scopes and text (this process). */
-export const checkedStatements = new CheckCache<CheckedQuery>();
+/**
+ * How the demo and relay targets' statements are checked: the app's check worker, and its cache
+ * of statements checked and rewritten, by target, scopes and text.
+ */
+export interface PolicyChecks {
+  readonly checker: SqlChecker;
+  readonly cache: CheckCache<CheckedQuery>;
+}
 
 export function demoPolicy(target: Target, scopes: ParsedScopes): SqlPolicy {
   const dataset = target.dataset;
@@ -89,14 +95,14 @@ export function demoPolicy(target: Target, scopes: ParsedScopes): SqlPolicy {
 }
 
 /** A statement under a PostgreSQL-dialect policy of ours (demo, relay), through the check cache. */
-async function preparePolicy(target: Target, scopes: ParsedScopes, policy: SqlPolicy, sqlText: string, tenant: string): Promise<PreparedStatement & { readonly plan: PolicyPlan }> {
+async function preparePolicy(checks: PolicyChecks, target: Target, scopes: ParsedScopes, policy: SqlPolicy, sqlText: string, tenant: string): Promise<PreparedStatement & { readonly plan: PolicyPlan }> {
   const key = CheckCache.key(target.id, scopes.normalized, sqlText);
-  let checked = checkedStatements.get(key);
+  let checked = checks.cache.get(key);
   if (!checked) {
-    checked = await checkAndRewriteAsync(sqlText, policy, tenant).catch((err: unknown) => {
+    checked = await checks.checker.check(sqlText, policy, tenant).catch((err: unknown) => {
       throw mapPolicyRefusal(err);
     });
-    checkedStatements.set(key, checked);
+    checks.cache.set(key, checked);
   }
   return {
     sql: checked.sql,
@@ -133,11 +139,14 @@ function untilStopped<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
 
 /** The demo datasets, on the demo engines (embedded workers or SVC_DEMO_DATABASE_URL). */
 export class DemoBackend implements Backend {
-  constructor(private readonly engine: () => Promise<DemoEngine>) {}
+  constructor(
+    private readonly engine: () => Promise<DemoEngine>,
+    private readonly checks: PolicyChecks,
+  ) {}
 
   async prepare(sqlText: string, scopes: ParsedScopes, target: Target, caller: { readonly tenant: string }): Promise<PreparedStatement> {
     if (!target.dataset) throw new ApiError('internal_error', `${target.id} has no dataset`);
-    return preparePolicy(target, scopes, demoPolicy(target, scopes), sqlText, caller.tenant);
+    return preparePolicy(this.checks, target, scopes, demoPolicy(target, scopes), sqlText, caller.tenant);
   }
 
   async run(q: PreparedStatement, ctx: RunContext): Promise<ReadQueryResult> {
@@ -180,12 +189,13 @@ export class DemoBackend implements Backend {
 export class RelayBackend implements Backend {
   constructor(
     private readonly tunnels: TunnelRegistry,
+    private readonly checks: PolicyChecks,
     /** reaches tunnels other replicas hold (none: this replica's tunnels only) */
     private readonly forward?: RelayForwarder,
   ) {}
 
   async prepare(sqlText: string, scopes: ParsedScopes, target: Target, caller: { readonly tenant: string }): Promise<PreparedStatement> {
-    return preparePolicy(target, scopes, relayPolicy(scopes), sqlText, caller.tenant);
+    return preparePolicy(this.checks, target, scopes, relayPolicy(scopes), sqlText, caller.tenant);
   }
 
   run(q: PreparedStatement, ctx: RunContext): Promise<ReadQueryResult> {

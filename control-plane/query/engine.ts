@@ -7,7 +7,7 @@ import { centsFromNc, queryCostNc, ReserveRefused, reserve, settleQuery, type Re
 import type { Catalogue, Interval, ParsedScopes, Target } from '../catalogue/index.js';
 import { parseScopes } from '../catalogue/index.js';
 import type { Limits } from '../config.js';
-import { assertUsable, connectionForQuery, getConnection } from '../connections/index.js';
+import { assertUsable, getConnection, type ConnectionCache } from '../connections/index.js';
 import type { ColumnInfo, Row } from '../results/index.js';
 import { ApiError, isApiError } from '../errors.js';
 import type { Store } from '../store/index.js';
@@ -21,6 +21,8 @@ export interface QueryDeps {
   readonly limits: Limits;
   /** where statements run, by the catalogue's `backend` kind of their target */
   readonly backends: Backends;
+  /** the app's cache of connections as queries read them */
+  readonly connections: ConnectionCache;
   /** running statements per connection: revocation, expiry and relay deletion stop them */
   readonly running: RunningQueries;
   /** statement latency by backend (GET /metrics) */
@@ -147,7 +149,7 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
   const started = Date.now();
   // from this process's cache when known: its revocation is read fresh by the reservation, and
   // again before a refusal is answered
-  const { row: conn, cached } = await connectionForQuery(deps.store, orgId, connectionId);
+  const { row: conn, cached } = await deps.connections.forQuery(orgId, connectionId);
   const base = { type: 'query', org_id: orgId, ...auditedSql('sql', sqlText) };
   let relayId: string | undefined; // the connection's relay, once its scopes are parsed
   /**

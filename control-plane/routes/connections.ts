@@ -102,7 +102,7 @@ export function connectionRoutes(app: App, s: Services): void {
     { schema: { summary: 'Revoke a connection (idempotent)', tags: ['connections'], params: ConnectionId, response: { ...errors(404) } } },
     async (req) => {
       const p = principalOf(req);
-      const revoked = await revokeConnection(s.store, p.orgId, req.params.connection_id, p.keyId);
+      const revoked = await revokeConnection(s.store, s.connections, p.orgId, req.params.connection_id, p.keyId);
       // committed: the connection's running statements stop now, and answer before this does
       await s.running.revoke(revoked.id);
       return connectionRecord(revoked);

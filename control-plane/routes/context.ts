@@ -11,8 +11,12 @@ import type { Metrics } from '../metrics.js';
 import type { CredentialStore } from '../credentials/index.js';
 import type { LiveRegistry } from '../live/index.js';
 import type { QueryDeps } from '../query/engine.js';
+import type { ConnectionCache } from '../connections/index.js';
 import { ConnectorBackend, DemoBackend, RelayBackend, type Backends } from '../query/backends.js';
 import type { RunningQueries } from '../query/running.js';
+import type { SqlChecker } from '../query/sql/offload.js';
+import type { CheckCache } from '../query/sql/check-cache.js';
+import type { CheckedQuery } from '../query/sql/index.js';
 
 export type App = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, FastifyBaseLogger, TypeBoxTypeProvider>;
 
@@ -39,6 +43,12 @@ export interface Services {
   readonly shutdown: AbortSignal;
   /** the statements running in this process, per connection (revocation stops them) */
   readonly running: RunningQueries;
+  /** this app's SQL checks off the event loop (a worker thread, closed with the app) */
+  readonly sqlChecker: SqlChecker;
+  /** the demo and relay statements this app has checked, by target, scopes and text */
+  readonly checkedStatements: CheckCache<CheckedQuery>;
+  /** connections as this app's queries read them (a revocation through this app drops its entry) */
+  readonly connections: ConnectionCache;
 }
 
 const depsOf = new WeakMap<Services, QueryDeps>();
@@ -47,8 +57,9 @@ const depsOf = new WeakMap<Services, QueryDeps>();
 export function queryDeps(s: Services): QueryDeps {
   let deps = depsOf.get(s);
   if (!deps) {
-    const backends: Backends = { demo: new DemoBackend(s.demo), relay: new RelayBackend(s.tunnels, s.forwarder), connector: new ConnectorBackend(s.live, s.credentials, s.shutdown) };
-    deps = { store: s.store, catalogue: s.catalogue, limits: s.config.limits, backends, running: s.running, metrics: s.metrics };
+    const checks = { checker: s.sqlChecker, cache: s.checkedStatements };
+    const backends: Backends = { demo: new DemoBackend(s.demo, checks), relay: new RelayBackend(s.tunnels, checks, s.forwarder), connector: new ConnectorBackend(s.live, s.credentials, s.shutdown) };
+    deps = { store: s.store, catalogue: s.catalogue, limits: s.config.limits, backends, connections: s.connections, running: s.running, metrics: s.metrics };
     depsOf.set(s, deps);
   }
   return deps;

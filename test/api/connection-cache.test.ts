@@ -1,5 +1,5 @@
 /**
- * The per-process connection cache (connections/connectionForQuery) does not let another
+ * The app's connection cache (connections/index.ts `ConnectionCache`) does not let another
  * organization use a cached connection, and a revocation made behind the process (in the store
  * only) refuses rows and charges nothing.
  */

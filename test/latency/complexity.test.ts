@@ -9,7 +9,7 @@
 import t from 'tap';
 import { api, openConnection, signupAgent, startServer, type TestServer } from '../helpers/server.js';
 import { mysqlPolicy } from '../../control-plane/live/mysql/policy.js';
-import { checkMysqlAsync, setCheckTimeout } from '../../control-plane/query/sql/offload.js';
+import { CHECK_TIMEOUT_MS, SqlChecker } from '../../control-plane/query/sql/offload.js';
 
 /** the MySQL checks below read one table */
 const policy = mysqlPolicy({ read: new Set(['orders']), filters: [], periods: [], relay: undefined, normalized: ['read:orders'] });
@@ -21,6 +21,8 @@ t.before(async () => {
   srv = await startServer({ env: { SVC_REFUSED_STATEMENTS_PER_MINUTE: '0' } });
 });
 t.teardown(() => srv.close());
+/** the MySQL check, in the test server's check worker */
+const checkMysqlAsync = (sql: string, p: typeof policy, tenant?: string) => srv.svc.services.sqlChecker.checkMysql(sql, p, tenant);
 
 type Err = { error?: { code?: string; message?: string; details?: Record<string, unknown> } };
 const ctes = (n: number): string => `WITH ${Array.from({ length: n }, (_, i) => `c${i} AS (SELECT 1)`).join(', ')} SELECT 1/0`;
@@ -165,20 +167,20 @@ t.test('short statements are not held behind many organizations flooding large o
 });
 
 t.test('a check that holds the worker past its time limit is answered too_complex, and the worker is replaced', async (t) => {
-  const previous = setCheckTimeout(100);
-  t.teardown(() => void setCheckTimeout(previous));
+  const checker = new SqlChecker({ timeoutMs: 100 });
+  t.teardown(() => checker.close());
   const slow = `SELECT * FROM orders WHERE id IN (${Array.from({ length: 10_000 }, (_, i) => i).join(',')})`; // over a second
-  const slowCheck = checkMysqlAsync(slow, policy, 'org_slow');
-  const waiting = checkMysqlAsync('SELECT id FROM orders', policy, 'org_waiting');
+  const slowCheck = checker.checkMysql(slow, policy, 'org_slow');
+  const waiting = checker.checkMysql('SELECT id FROM orders', policy, 'org_waiting');
   const refused = await slowCheck.then(
     () => undefined,
     (err: unknown) => err,
   );
   t.match(refused, { code: 'invalid_sql', detail: { reason: 'too_complex' } }, 'too_complex');
   t.match(String((refused as Error).message), /longer than 0.1 s to check/);
-  setCheckTimeout(previous);
+  checker.timeoutMs = CHECK_TIMEOUT_MS;
   t.match((await waiting).sql, /SELECT `id` FROM/, 'the check waiting behind it ran on a new worker');
-  t.match((await checkMysqlAsync('SELECT id FROM orders', policy, 'org_after')).sql, /SELECT `id` FROM/);
+  t.match((await checker.checkMysql('SELECT id FROM orders', policy, 'org_after')).sql, /SELECT `id` FROM/);
 });
 
 t.test('a large MySQL-dialect statement is checked off the event loop (the PostgreSQL dialect: the flood above)', async (t) => {

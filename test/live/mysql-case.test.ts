@@ -17,6 +17,7 @@ import { checkMysql } from '../../control-plane/live/mysql/check.js';
 import { mysqlPolicy, nameCaseOf } from '../../control-plane/live/mysql/policy.js';
 import type { PreparedLiveQuery } from '../../control-plane/live/types.js';
 import { MysqlConnector } from '../../control-plane/live/mysql/index.js';
+import { SqlChecker } from '../../control-plane/query/sql/offload.js';
 import { api, openConnection, signupAgent, startServer, type TestServer } from '../helpers/server.js';
 
 const mysqlTarget = new Catalogue().target('mysql');
@@ -79,35 +80,39 @@ t.test('case-insensitive policy (1 or 2): any spelling reads the scoped table', 
 });
 
 t.test('what prepare checked is checked again for a case-sensitive server', async (t) => {
-  const connector = new MysqlConnector({ allowPrivate: true, reserved: [] });
+  const checker = new SqlChecker();
+  t.teardown(() => checker.close());
+  const connector = new MysqlConnector({ allowPrivate: true, reserved: [] }, checker);
   const scopes = scopesOf(['read:shop.ORDERS']);
   const prepare = (sql: string): Promise<PreparedLiveQuery> => connector.prepare(sql, scopes, mysqlTarget);
   const same = await prepare('SELECT * FROM shop.ORDERS');
-  await t.resolves(checkForServer(same, scopes, 'exact', 'shop'));
+  await t.resolves(checkForServer(checker, same, scopes, 'exact', 'shop'));
   const folded = await prepare('SELECT * FROM shop.orders');
-  await t.resolves(checkForServer(folded, scopes, 'fold', 'shop'), 'a folding server: orders is ORDERS');
-  await t.rejects(checkForServer(folded, scopes, 'exact', 'shop'), { code: 'scope_violation' }, 'a case-sensitive server: orders is another table');
+  await t.resolves(checkForServer(checker, folded, scopes, 'fold', 'shop'), 'a folding server: orders is ORDERS');
+  await t.rejects(checkForServer(checker, folded, scopes, 'exact', 'shop'), { code: 'scope_violation' }, 'a case-sensitive server: orders is another table');
   const cte = await prepare('WITH orders AS (SELECT 1 AS id) SELECT * FROM ORDERS');
-  await t.rejects(checkForServer(cte, scopes, 'exact', 'shop'), { code: 'scope_violation' }, 'the CTE does not shadow ORDERS there');
+  await t.rejects(checkForServer(checker, cte, scopes, 'exact', 'shop'), { code: 'scope_violation' }, 'the CTE does not shadow ORDERS there');
   // an unqualified scope means the credential's database, which must not be a system schema
   const unq = await connector.prepare('SELECT * FROM user', scopesOf(['read:user']), mysqlTarget);
-  await t.rejects(checkForServer(unq, scopesOf(['read:user']), 'fold', 'mysql'), { code: 'scope_violation', message: /system schema/ });
-  await t.rejects(checkForServer(unq, scopesOf(['read:user']), 'fold', 'MySQL'), { code: 'scope_violation' });
-  await t.resolves(checkForServer(unq, scopesOf(['read:user']), 'fold', 'shop'));
+  await t.rejects(checkForServer(checker, unq, scopesOf(['read:user']), 'fold', 'mysql'), { code: 'scope_violation', message: /system schema/ });
+  await t.rejects(checkForServer(checker, unq, scopesOf(['read:user']), 'fold', 'MySQL'), { code: 'scope_violation' });
+  await t.resolves(checkForServer(checker, unq, scopesOf(['read:user']), 'fold', 'shop'));
 });
 
 t.test('read:orders and <credential database>.orders are the same table; another database is not', async (t) => {
-  const connector = new MysqlConnector({ allowPrivate: true, reserved: [] });
+  const checker = new SqlChecker();
+  t.teardown(() => checker.close());
+  const connector = new MysqlConnector({ allowPrivate: true, reserved: [] }, checker);
   const scopes = scopesOf(['read:orders']);
   const r = checkMysql('SELECT * FROM shop.orders', mysqlPolicy(scopes));
   t.same(r.assumedDatabases, ['shop'], 'the scoped (unqualified) table is read, if shop is the credential database');
   t.match(r.sql, /FROM `orders` AS `orders`$/);
   const q = await connector.prepare('SELECT * FROM shop.orders', scopes, mysqlTarget);
-  await t.resolves(checkForServer(q, scopes, 'exact', 'shop'));
-  await t.resolves(checkForServer(q, scopes, 'fold', 'SHOP'));
-  await t.rejects(checkForServer(q, scopes, 'exact', 'SHOP'), { code: 'scope_violation' }, 'case-sensitive: SHOP is another database');
-  await t.rejects(checkForServer(q, scopes, 'fold', 'other'), { code: 'scope_violation', message: /credential's database/ });
-  await t.rejects(checkForServer(q, scopes, 'fold', null), { code: 'scope_violation' });
+  await t.resolves(checkForServer(checker, q, scopes, 'exact', 'shop'));
+  await t.resolves(checkForServer(checker, q, scopes, 'fold', 'SHOP'));
+  await t.rejects(checkForServer(checker, q, scopes, 'exact', 'SHOP'), { code: 'scope_violation' }, 'case-sensitive: SHOP is another database');
+  await t.rejects(checkForServer(checker, q, scopes, 'fold', 'other'), { code: 'scope_violation', message: /credential's database/ });
+  await t.rejects(checkForServer(checker, q, scopes, 'fold', null), { code: 'scope_violation' });
   t.same(checkMysql('SELECT * FROM orders', mysqlPolicy(scopes)).assumedDatabases, []);
 });
 

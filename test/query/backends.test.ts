@@ -8,12 +8,14 @@ import { Catalogue } from '../../control-plane/catalogue/index.js';
 import { loadConfig } from '../../control-plane/config.js';
 import { liveRegistry } from '../../control-plane/live/index.js';
 import { EnginePool } from '../../control-plane/live/rest/index.js';
+import { SqlChecker } from '../../control-plane/query/sql/offload.js';
 
 t.test('each target names its backend, and the backend is there', async (t) => {
   const catalogue = new Catalogue();
   const config = loadConfig({ SVC_DATA_DIR: '/tmp/unused', LOG_LEVEL: 'silent' });
   const engines = new EnginePool(config.restApis.maxEngines);
-  const live = liveRegistry(config, engines);
+  const checker = new SqlChecker();
+  const live = liveRegistry(config, engines, checker);
   t.equal(catalogue.targets.length, 20);
   for (const target of catalogue.targets) {
     if (target.kind === 'demo') {
@@ -29,4 +31,5 @@ t.test('each target names its backend, and the backend is there', async (t) => {
   }
   live.close();
   await engines.close();
+  await checker.close();
 });

@@ -5,7 +5,6 @@
  */
 import t from 'tap';
 import { CheckCache } from '../../control-plane/query/sql/check-cache.js';
-import { checkedStatements } from '../../control-plane/query/backends.js';
 import { api, openConnection, signupAgent, startServer } from '../helpers/server.js';
 
 t.test('bounded by entries and by characters, least recently used out first', async (t) => {
@@ -32,6 +31,7 @@ t.test('through the API: a repeated statement is served from its check; other sc
   const encountersOnly = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:encounters']);
   const q = (conn: string) => api<{ rows?: { n: number }[]; error?: { code: string } }>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: 'SELECT count(*)::int AS n FROM patients /* check-cache test */' } });
 
+  const checkedStatements = srv.svc.services.checkedStatements;
   const before = checkedStatements.stats();
   const first = await q(patients);
   t.equal(first.status, 200, first.text);

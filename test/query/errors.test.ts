@@ -10,7 +10,9 @@ import { Catalogue, parseScopes } from '../../control-plane/catalogue/index.js';
 import { DemoBackend } from '../../control-plane/query/backends.js';
 import { demoFailure, mapDemoFailure, mapPolicyRefusal, policyRefusal, statementRejected } from '../../control-plane/query/errors.js';
 import { SqlPolicyError } from '../../control-plane/query/sql/index.js';
-import { initSqlParser } from '../../control-plane/query/sql/index.js';
+import { initSqlParser, type CheckedQuery } from '../../control-plane/query/sql/index.js';
+import { CheckCache } from '../../control-plane/query/sql/check-cache.js';
+import { SqlChecker } from '../../control-plane/query/sql/offload.js';
 
 t.test('a policy refusal: invalid_sql gives its position once (1-based in the message, 0-based in details); scope_violation keeps its detail', async (t) => {
   const syntax = policyRefusal(new SqlPolicyError('invalid_sql', 'syntax error at or near "FORM"', { reason: 'syntax_error' }, 9));
@@ -69,7 +71,9 @@ t.test('the demo backend answers ApiError only: its engine errors are mapped at 
     },
     close: async () => undefined,
   };
-  const backend = new DemoBackend(async () => failing);
+  const checker = new SqlChecker();
+  t.teardown(() => checker.close());
+  const backend = new DemoBackend(async () => failing, { checker, cache: new CheckCache<CheckedQuery>() });
   const prepared = await backend.prepare('SELECT 1/0 FROM patients', scopes, target, { tenant: 'org_x' });
   const ctx = { orgId: 'org_x', connectionId: 'conn_x', scopes, limits: { timeoutMs: 1000, maxRows: 10, maxBytes: 10_000 }, signal: new AbortController().signal, trial: false };
   const err = await backend.run(prepared, ctx).then(

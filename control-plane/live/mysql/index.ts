@@ -19,7 +19,7 @@ import { preparedFrom, type DatabaseNetwork } from '../postgres.js';
 import { LiveConnections, poolKey, type PoolDriver } from '../pool.js';
 import type { CredentialKindDef, LiveConnector, LiveRunContext, PreparedLiveQuery } from '../types.js';
 import { isMysqlSystemSchema, mysqlPolicy, nameCaseOf, type MysqlNameCase } from './policy.js';
-import { checkMysqlAsync } from '../../query/sql/offload.js';
+import type { SqlChecker } from '../../query/sql/offload.js';
 import { catalogLimits, type SchemaListing } from '../../query/schema.js';
 import { mysqlCatalogSql, mysqlListing, mysqlScopedTables } from './schema.js';
 import { guardMysqlConnection, type ConnectionGuard, type MysqlConnectionLike, type WireTrip } from '../../../protocol/wire-guard.js';
@@ -118,6 +118,8 @@ export class MysqlConnector implements LiveConnector {
 
   constructor(
     private readonly network: DatabaseNetwork,
+    /** the app's check worker (every MySQL-dialect statement is checked there) */
+    private readonly checker: SqlChecker,
     poolSize = 4,
   ) {
     this.connections = new LiveConnections(MYSQL_DRIVER, poolSize);
@@ -141,7 +143,7 @@ export class MysqlConnector implements LiveConnector {
   async prepare(sqlText: string, scopes: ParsedScopes, _target: Target, caller?: { readonly tenant: string }): Promise<PreparedLiveQuery> {
     // checked as a case-insensitive server compares names; run() checks again when the server is case-sensitive
     const policy = mysqlPolicy(scopes);
-    const checked = await checkMysqlAsync(sqlText, policy, caller?.tenant);
+    const checked = await this.checker.checkMysql(sqlText, policy, caller?.tenant);
     const unqualified = checked.tables.some((name) => policy.allowed.get(name)?.schema === null);
     return { ...preparedFrom(checked, policy.allowed), plan: { sqlText, unqualified, databases: checked.assumedDatabases } satisfies MysqlPlan };
   }
@@ -209,7 +211,7 @@ export class MysqlConnector implements LiveConnector {
     let reusable = false;
     try {
       const info = await describe(conn);
-      await checkForServer(q, ctx.scopes, info.names, info.database, ctx.orgId);
+      await checkForServer(this.checker, q, ctx.scopes, info.names, info.database, ctx.orgId);
       const seconds = Math.max(0.001, (deadline - Date.now()) / 1000);
       if (info.mariadb) await run1(conn, `SET SESSION max_statement_time = ${seconds.toFixed(3)}`);
       else await run1(conn, `SET SESSION max_execution_time = ${Math.max(1, Math.ceil(seconds * 1000))}`);
@@ -286,7 +288,7 @@ interface MysqlPlan {
  * way and must come out the same (else `ORDERS` and `orders` could be mixed up). An unqualified
  * scoped table means the credential's database, which must not be a system schema.
  */
-export async function checkForServer(q: PreparedLiveQuery, scopes: ParsedScopes, names: MysqlNameCase, database: string | null, tenant = ''): Promise<void> {
+export async function checkForServer(checker: SqlChecker, q: PreparedLiveQuery, scopes: ParsedScopes, names: MysqlNameCase, database: string | null, tenant = ''): Promise<void> {
   const plan = q.plan as MysqlPlan | undefined;
   if (!plan) return;
   if (plan.unqualified && database !== null && isMysqlSystemSchema(database)) {
@@ -301,7 +303,7 @@ export async function checkForServer(q: PreparedLiveQuery, scopes: ParsedScopes,
   if (names === 'fold') return;
   let again: string;
   try {
-    again = (await checkMysqlAsync(plan.sqlText, mysqlPolicy(scopes, 'exact'), tenant)).sql;
+    again = (await checker.checkMysql(plan.sqlText, mysqlPolicy(scopes, 'exact'), tenant)).sql;
   } catch (err) {
     throw mapPolicyRefusal(err);
   }
