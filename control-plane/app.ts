@@ -262,7 +262,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   };
   relayRoutes(app, services, ca, relayOptions);
   systemRoutes(app, services, () => ({ demo: demoEngine !== undefined }));
-  registerMetrics(app, services);
+  registerMetrics(app, services, () => demoEngine);
 
   // webhooks: secrets sealed with the current master key, opened with any of the ring; the worker runs while the app is ready
   const sealingKey = async (): Promise<MasterKey> => (await keyRing()).current;

@@ -69,10 +69,12 @@ class Histogram {
   }
 }
 
-/** A value read when scraped (a gauge); undefined leaves it out. */
+/** A value read when scraped (a gauge, or a counter kept elsewhere); undefined leaves it out. */
 export interface GaugeSource {
   readonly name: string;
   readonly help: string;
+  /** `counter` for a running total someone else keeps (default `gauge`) */
+  readonly type?: 'gauge' | 'counter';
   read(): Promise<readonly { labels?: Labels; value: number }[] | undefined>;
 }
 
@@ -97,7 +99,7 @@ export class Metrics {
     for (const g of this.gauges) {
       const values = await g.read().catch(() => undefined);
       if (!values) continue;
-      out.push(`# HELP ${g.name} ${g.help}`, `# TYPE ${g.name} gauge`);
+      out.push(`# HELP ${g.name} ${g.help}`, `# TYPE ${g.name} ${g.type ?? 'gauge'}`);
       for (const v of values) out.push(`${g.name}${labelText(v.labels ?? {})} ${v.value}`);
     }
     const mem = process.memoryUsage();

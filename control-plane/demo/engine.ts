@@ -15,7 +15,7 @@ import { ApiError } from '../errors.js';
 import type { DatasetDef } from './types.js';
 import type { SeedProgress } from './seed.js';
 import { DEMO_READER_ROLE, demoFingerprint } from './load.js';
-import { FairGate } from './gate.js';
+import { FairGate, type GateAdmissions } from './gate.js';
 import { PostgresDemoEngine } from './external.js';
 import { admitted, DemoQueryError, perTenant, preamble, tenantKey, type DemoEngine, type DemoEngineOptions, type DemoQuery } from './query.js';
 
@@ -329,6 +329,14 @@ export class EmbeddedDemoEngine implements DemoEngine {
         this.topUp();
       }
     }
+  }
+
+  admissions(): GateAdmissions {
+    return this.gate.admissions();
+  }
+
+  stats(): { running: number; waiting: number } {
+    return this.gate.stats();
   }
 
   async close(): Promise<void> {

@@ -12,7 +12,7 @@ import { classifyPgError, GuardedPgClient, type ReadFailure } from '../../pg-rea
 import type { ReadQueryResult } from '../results/index.js';
 import { oversizeError, readCollected, type CollectedOutcome } from '../live/postgres-read.js';
 import { admitted, DemoQueryError, perTenant, preamble, tenantKey, type DemoEngine, type DemoEngineOptions, type DemoQuery } from './query.js';
-import { FairGate } from './gate.js';
+import { FairGate, type GateAdmissions } from './gate.js';
 import { demoFingerprint, loadScript } from './load.js';
 import type { DatasetDef } from './types.js';
 
@@ -184,6 +184,14 @@ export class PostgresDemoEngine implements DemoEngine {
     c.release(!(await out.settled));
     if (out.ok) return out.result;
     throw demoError(out.failure, q);
+  }
+
+  admissions(): GateAdmissions {
+    return this.gate.admissions();
+  }
+
+  stats(): { running: number; waiting: number } {
+    return this.gate.stats();
   }
 
   async close(): Promise<void> {

@@ -19,6 +19,23 @@ export class GateError extends Error {
   }
 }
 
+/** How many statements of a class were admitted at once, after waiting in the queue, or never (their wait timed out). */
+export interface AdmissionCounts {
+  atOnce: number;
+  queued: number;
+  timedOut: number;
+}
+
+/** What the gate has done since it started, by class (for /metrics and for tests). */
+export interface GateAdmissions {
+  readonly paid: AdmissionCounts;
+  readonly trial: AdmissionCounts;
+  /** the most trial statements ever running at once (never above trialCapacity) */
+  readonly trialPeak: number;
+  /** the places all trial statements together may hold */
+  readonly trialCapacity: number;
+}
+
 interface Waiter {
   readonly tenant: string;
   readonly trial: boolean;
@@ -35,6 +52,8 @@ export class FairGate {
   /** tenants with waiters, in the order they are served */
   private readonly rotation: string[] = [];
   private closed = false;
+  private readonly counts = { paid: { atOnce: 0, queued: 0, timedOut: 0 }, trial: { atOnce: 0, queued: 0, timedOut: 0 } };
+  private trialPeak = 0;
   readonly capacity: number;
   readonly perTenant: number;
   readonly trialCapacity: number;
@@ -56,6 +75,8 @@ export class FairGate {
     const signal = opts.signal;
     if (signal?.aborted) return Promise.reject(new GateError('GATE_ERR_ABORTED', 'the wait for the engine was stopped'));
     return new Promise((resolve, reject) => {
+      // granted before pump() returns: a place was free for it the moment it asked
+      let asking = true;
       const onAbort = (): void => {
         clearTimeout(waiter.timer);
         this.dequeue(waiter);
@@ -66,6 +87,7 @@ export class FairGate {
         trial,
         grant: () => {
           signal?.removeEventListener('abort', onAbort);
+          this.counts[trial ? 'trial' : 'paid'][asking ? 'atOnce' : 'queued']++;
           resolve(this.releaser(tenant, trial));
         },
         fail: (err) => {
@@ -75,6 +97,7 @@ export class FairGate {
         timer: undefined,
       };
       waiter.timer = setTimeout(() => {
+        this.counts[trial ? 'trial' : 'paid'].timedOut++;
         this.dequeue(waiter);
         waiter.fail(new GateError('GATE_ERR_TIMEOUT', `waited ${timeoutMs} ms for the engine`));
       }, Math.max(0, timeoutMs));
@@ -86,7 +109,13 @@ export class FairGate {
         this.rotation.push(tenant);
       }
       this.pump();
+      asking = false;
     });
+  }
+
+  /** admissions since the gate started, by class: at once, after a wait, or timed out; the trial class's peak */
+  admissions(): GateAdmissions {
+    return { paid: { ...this.counts.paid }, trial: { ...this.counts.trial }, trialPeak: this.trialPeak, trialCapacity: this.trialCapacity };
   }
 
   /** running and waiting counts, for tests and metrics */
@@ -153,7 +182,7 @@ export class FairGate {
       const w = q.shift() as Waiter;
       clearTimeout(w.timer);
       this.running++;
-      if (w.trial) this.runningTrial++;
+      if (w.trial) this.trialPeak = Math.max(this.trialPeak, ++this.runningTrial);
       this.runningBy.set(tenant, (this.runningBy.get(tenant) ?? 0) + 1);
       if (q.length === 0) this.queues.delete(tenant);
       else this.rotation.push(tenant);

@@ -6,7 +6,7 @@
 import type { ReadQueryResult } from '../results/index.js';
 import type { DatasetDef } from './types.js';
 import { DEMO_READER_ROLE } from './load.js';
-import { FairGate, GateError } from './gate.js';
+import { FairGate, GateError, type GateAdmissions } from './gate.js';
 
 export interface DemoQuery {
   /** checked and rewritten statement */
@@ -56,6 +56,10 @@ export class DemoQueryError extends Error {
 export interface DemoEngine {
   readonly kind: 'embedded' | 'postgres';
   run(q: DemoQuery): Promise<ReadQueryResult>;
+  /** what the fair gate has admitted since start, by class */
+  admissions(): GateAdmissions;
+  /** statements running and waiting at the gate now */
+  stats(): { running: number; waiting: number };
   close(): Promise<void>;
 }
 

@@ -2,10 +2,12 @@
  * `GET /metrics`: the control plane's Prometheus metrics (metrics.ts). Unauthenticated unless
  * SVC_METRICS_TOKEN is set (then `Authorization: Bearer <token>`); not in the OpenAPI document.
  * Every request is counted here by route template and status, with its latency; the gauges are
- * read when scraped: relay tunnels held by this replica, the webhook queue, the store's pool.
+ * read when scraped: relay tunnels held by this replica, the webhook queue, the demo engines'
+ * admissions and queue, the store's pool.
  */
 import { timingSafeEqual } from 'node:crypto';
 import { ApiError } from '../errors.js';
+import type { DemoEngine } from '../demo/query.js';
 import type { App, Services } from './context.js';
 
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
@@ -25,7 +27,8 @@ function cached<T>(read: () => Promise<T>): () => Promise<T> {
   };
 }
 
-export function registerMetrics(app: App, s: Services): void {
+/** `demo` gives the demo engine once it has started (undefined before: a scrape never starts it) */
+export function registerMetrics(app: App, s: Services, demo: () => DemoEngine | undefined): void {
   const m = s.metrics;
   const webhookDepth = cached(() =>
     s.store.query<{ pending: number; due: number }>("SELECT count(*)::int AS pending, count(*) FILTER (WHERE next_attempt_at <= now())::int AS due FROM webhook_deliveries WHERE status = 'pending'"),
@@ -55,6 +58,42 @@ export function registerMetrics(app: App, s: Services): void {
         { labels: { state: 'pending' }, value: row?.pending ?? 0 },
         { labels: { state: 'due' }, value: row?.due ?? 0 },
       ];
+    },
+  });
+  m.gauge({
+    name: 'svc_demo_admissions_total',
+    help: "Demo statements admitted to this replica's engines, by class (paid, trial) and whether a place was free at once (waited no) or the statement queued first (waited yes).",
+    type: 'counter',
+    read: async () => {
+      const a = demo()?.admissions();
+      return a
+        ? (['paid', 'trial'] as const).flatMap((cls) => [
+            { labels: { class: cls, waited: 'no' }, value: a[cls].atOnce },
+            { labels: { class: cls, waited: 'yes' }, value: a[cls].queued },
+          ])
+        : undefined;
+    },
+  });
+  m.gauge({
+    name: 'svc_demo_admission_timeouts_total',
+    help: "Demo statements whose wait for a place in this replica's engines ran past their deadline (answered 503, never run), by class (paid, trial).",
+    type: 'counter',
+    read: async () => {
+      const a = demo()?.admissions();
+      return a ? (['paid', 'trial'] as const).map((cls) => ({ labels: { class: cls }, value: a[cls].timedOut })) : undefined;
+    },
+  });
+  m.gauge({
+    name: 'svc_demo_engine_statements',
+    help: "Demo statements in this replica's engines: running, and waiting for a place.",
+    read: async () => {
+      const e = demo();
+      return e
+        ? [
+            { labels: { state: 'running' }, value: e.stats().running },
+            { labels: { state: 'waiting' }, value: e.stats().waiting },
+          ]
+        : undefined;
     },
   });
   m.gauge({

@@ -69,6 +69,8 @@ t.test('the demo backend answers ApiError only: its engine errors are mapped at 
     run: async () => {
       throw new DemoQueryError('DEMO_ERR_SQL', 'division by zero', { sqlState: '22012' });
     },
+    admissions: () => ({ paid: { atOnce: 0, queued: 0, timedOut: 0 }, trial: { atOnce: 0, queued: 0, timedOut: 0 }, trialPeak: 0, trialCapacity: 1 }),
+    stats: () => ({ running: 0, waiting: 0 }),
     close: async () => undefined,
   };
   const checker = new SqlChecker();
