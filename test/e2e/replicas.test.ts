@@ -181,7 +181,10 @@ if (!(await realPostgresAvailable())) {
       const failedAfter = Date.now() - killedAt;
       t.equal(inFlight.status, 503, `round ${round}: the statement in flight through replica ${through.index} fails with 503`);
       t.equal(inFlight.body.error?.code, 'relay_unavailable', 'retryable: relay_unavailable');
-      t.ok(failedAfter < 2000, `and fast: ${failedAfter} ms`);
+      // fast: answered as soon as the link to the dead holder breaks, not at the statement's
+      // deadline (8 s here); bounded by the relay's own 5 s to reconnect, so a loaded CI machine
+      // (process reaping, a busy event loop) does not fail it
+      t.ok(failedAfter < 5000, `and fast: ${failedAfter} ms (its deadline was 8 s)`);
       const moved = await until(`round ${round}: the relay's tunnel on another replica`, async () => {
         const h = await holder();
         return h && h !== victim ? h : undefined;
