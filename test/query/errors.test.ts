@@ -12,7 +12,7 @@ import { demoFailure, mapDemoFailure, mapPolicyRefusal, policyRefusal, statement
 import { SqlPolicyError } from '../../control-plane/query/sql/index.js';
 import { initSqlParser, type CheckedQuery } from '../../control-plane/query/sql/index.js';
 import { CheckCache } from '../../control-plane/query/sql/check-cache.js';
-import { SqlChecker } from '../../control-plane/query/sql/offload.js';
+import { OFFLOAD_MIN_CHARS, SqlChecker } from '../../control-plane/query/sql/offload.js';
 
 t.test('a policy refusal: invalid_sql gives its position once (1-based in the message, 0-based in details); scope_violation keeps its detail', async (t) => {
   const syntax = policyRefusal(new SqlPolicyError('invalid_sql', 'syntax error at or near "FORM"', { reason: 'syntax_error' }, 9));
@@ -89,4 +89,39 @@ t.test('the demo backend answers ApiError only: its engine errors are mapped at 
     (e: unknown) => e,
   );
   t.ok(refused instanceof ApiError && refused.code === 'scope_violation', 'a policy refusal from prepare is an ApiError too');
+});
+
+t.test("a statement being checked when the app's check worker is closed (shutdown) is answered 503 with Retry-After, not 500", async (t) => {
+  await initSqlParser();
+  const catalogue = new Catalogue();
+  const target = catalogue.target('demo-healthcare');
+  if (!target) throw new Error('no demo-healthcare target');
+  const scopes = parseScopes(target, ['read:patients']);
+  const checker = new SqlChecker();
+  const never: DemoEngine = {
+    kind: 'embedded',
+    run: async () => {
+      throw new Error('not run');
+    },
+    admissions: () => ({ paid: { atOnce: 0, queued: 0, timedOut: 0 }, trial: { atOnce: 0, queued: 0, timedOut: 0 }, trialPeak: 0, trialCapacity: 1 }),
+    stats: () => ({ running: 0, waiting: 0 }),
+    close: async () => undefined,
+  };
+  const backend = new DemoBackend(async () => never, { checker, cache: new CheckCache<CheckedQuery>() });
+  // long enough to be checked in the worker thread
+  const big = `SELECT count(*) FROM patients /* ${'x'.repeat(OFFLOAD_MIN_CHARS)} */`;
+  const outcome = (p: Promise<unknown>): Promise<unknown> =>
+    p.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+  const checking = outcome(backend.prepare(big, scopes, target, { tenant: 'org_x' }));
+  await checker.close();
+  for (const [what, err] of [
+    ['in the worker when it closed', await checking],
+    ['sent after it closed', await outcome(backend.prepare(`${big} `, scopes, target, { tenant: 'org_x' }))],
+  ] as const) {
+    t.ok(err instanceof ApiError, `${what}: an ApiError`);
+    if (err instanceof ApiError) t.same([err.code, err.status, err.headers], ['service_unavailable', 503, { 'Retry-After': '1' }], what);
+  }
 });

@@ -57,6 +57,14 @@ export interface SqlCheckerOptions {
   readonly timeoutMs?: number;
 }
 
+/**
+ * A check its app's worker was closed under (shutdown): the service's answer while it shuts down
+ * (503, retry), not a failure of ours (500) or the agent's.
+ */
+function stoppedError(): ApiError {
+  return new ApiError('service_unavailable', 'the SQL check worker was stopped: the service is shutting down; retry shortly', undefined, { 'Retry-After': '1' });
+}
+
 /** One app's SQL checks off the event loop: its worker thread and the checks waiting for it. */
 export class SqlChecker {
   /** the longest one check may hold the worker; a change applies from the next check's time limit */
@@ -98,7 +106,7 @@ export class SqlChecker {
     const w = this.worker;
     this.worker = undefined;
     if (w) await w.terminate();
-    const stopped = new Error('the SQL check worker was stopped');
+    const stopped = stoppedError();
     this.failInFlight(stopped);
     for (const queue of this.waiting.values()) for (const p of queue.splice(0)) p.reject(stopped);
     this.waiting.clear();
@@ -107,7 +115,7 @@ export class SqlChecker {
   }
 
   private inWorker(tenant: string, req: CheckRequest): Promise<CheckedQuery | MysqlChecked> {
-    if (this.closed) return Promise.reject(new Error('the SQL check worker was stopped'));
+    if (this.closed) return Promise.reject(stoppedError());
     return new Promise<CheckedQuery | MysqlChecked>((resolve, reject) => {
       let queue = this.waiting.get(tenant);
       if (!queue) {
