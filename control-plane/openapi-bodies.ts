@@ -382,7 +382,7 @@ export function errorSchema(codes: readonly string[]): TSchema {
             problem: detail('what is wrong with it'),
             missing: detail('the required body fields that were not sent', Type.Array(Str)),
             reason: detail('a finer cause within the code, e.g. too_complex, credential_missing, provider_refused, trial_egress_held'),
-            position: detail('invalid_sql: where in the statement the parser or the database stopped (a character offset)', Int),
+            position: detail("invalid_sql: where in the agent's statement the parser stopped (a 0-based character offset; a database's own error position is not given)", Int),
             sqlstate: detail('invalid_sql / scope_violation: the SQLSTATE the database answered'),
             connector_kind: detail('the credential kind involved'),
             relay_id: detail('the relay involved'),
