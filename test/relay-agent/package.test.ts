@@ -174,7 +174,8 @@ t.test('npm pack, an offline install, and the installed svc-relay answers a quer
   const configDir = path.join(work, 'etc-svc-relay');
   const enrolled = await run(bin, ['enroll', '--control-plane', srv.url, '--token', token, '--config-dir', configDir, '--name', 'packaged'], { env, cwd: work });
   stage('enrolled');
-  const relayId = /enrolled relay (rly_[A-Za-z0-9_]+)/.exec(enrolled.stdout)?.[1];
+  // ids are base64url: '-' and '_' included (a CI run cut rly_…546-_ at the '-')
+  const relayId = /enrolled relay (rly_[A-Za-z0-9_-]+)/.exec(enrolled.stdout)?.[1];
   t.ok(relayId, enrolled.stdout);
   const urlFile = path.join(configDir, 'database-url');
   writeFileSync(urlFile, `${db.url}\n`, { mode: 0o600 });
