@@ -2,6 +2,7 @@ import { Type } from 'typebox';
 import { principalOf } from '../http/auth.js';
 import { createEnrollToken, deleteRelay, getRelay, listRelays, register, reissue, type RelayCa, type RelayOptions } from '../relays/index.js';
 import { type App, type Services, errors } from './context.js';
+import { TunnelRevocation } from '../../protocol/relay-contract.js';
 
 const RelayId = Type.Object({ relay_id: Type.String({ maxLength: 200 }) });
 const Csr = Type.String({ minLength: 1, maxLength: 20_000 });
@@ -88,7 +89,7 @@ export function relayRoutes(app: App, s: Services, ca: () => Promise<RelayCa>, o
       await deleteRelay(s.store, orgId, req.params.relay_id);
       // its connections' running statements are stopped (and answer before this does), its live tunnel closes at once
       const stopping = s.running.relayDeleted(req.params.relay_id);
-      s.tunnels.disconnect(req.params.relay_id, 'relay_revoked');
+      s.tunnels.disconnect(req.params.relay_id, TunnelRevocation.RELAY_REVOKED);
       await stopping;
       return getRelay(s.store, orgId, req.params.relay_id);
     },
