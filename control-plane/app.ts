@@ -44,14 +44,20 @@ import { liveRegistry } from './live/index.js';
 import { EnginePool } from './live/rest/index.js';
 import { credentialRoutes } from './routes/credentials.js';
 import { initSqlParser, type CheckedQuery } from './query/sql/index.js';
+import { shutdownStop } from './query/errors.js';
 import { SqlChecker } from './query/sql/offload.js';
 import { CheckCache } from './query/sql/check-cache.js';
 import { openStore, type Store } from './store/index.js';
 
 /** The longest a client may take to send a whole request (headers and body). */
 export const REQUEST_TIMEOUT_MS = 30_000;
-/** At close, requests in flight are waited for up to the statement deadline plus this. */
+/** At close, requests in flight are waited for up to the statement deadline plus this (unless SVC_SHUTDOWN_DRAIN_MS says otherwise). */
 export const CLOSE_DRAIN_GRACE_MS = 5_000;
+
+/** How long a close waits for the requests in flight before it stops their live statements. */
+export function closeDrainMs(config: Config): number {
+  return config.shutdownDrainMs ?? config.limits.queryTimeoutMs + CLOSE_DRAIN_GRACE_MS;
+}
 /** How often money held by queries a crash or kill interrupted is looked for (and given back). */
 const RESERVATION_SWEEP_MS = 60_000;
 /** A hold is taken as interrupted once older than twice the statement deadline plus this. */
@@ -146,6 +152,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   let closing = false;
   let inflight = 0;
   let drained: (() => void) | undefined;
+  // aborted after the drain: live statements still running are stopped at their source and
+  // answered 503 (not charged; query/errors.ts shutdownStop)
+  const shutdownController = new AbortController();
   const track = async <T>(work: () => Promise<T>): Promise<T> => {
     inflight++;
     try {
@@ -166,9 +175,12 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     if (inflight > 0) {
       await new Promise<void>((resolve) => {
         drained = resolve;
-        setTimeout(resolve, config.limits.queryTimeoutMs + CLOSE_DRAIN_GRACE_MS).unref();
+        setTimeout(resolve, closeDrainMs(config)).unref();
       });
     }
+    // here, not in onClose: the HTTP server's close waits for the requests still in flight, so
+    // their agents get the 503 rather than a statement run to its deadline
+    shutdownController.abort(shutdownStop());
   });
 
   // JSON only: a text body is 415, not a string that fails validation
@@ -177,6 +189,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
 
   app.addHook('onSend', async (req, reply) => {
     void reply.header('x-request-id', String(req.id));
+    // an answer sent while closing ends its keep-alive socket (else the close waits for its idle timeout)
+    if (closing) void reply.header('connection', 'close');
   });
 
   const tunnels = new TunnelRegistry({ drainTimeoutMs: config.tunnelDrainMs });
@@ -195,7 +209,6 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   // large and MySQL-dialect statements are checked in this app's own worker thread
   const sqlChecker = new SqlChecker();
   const live = liveRegistry(config, restEngines, sqlChecker);
-  const shutdownController = new AbortController();
   const services: Services = {
     config,
     store,
@@ -318,7 +331,6 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   app.addHook('onClose', async () => {
     clearInterval(sweeper);
     services.running.close();
-    shutdownController.abort(); // live statements still running after the drain are cancelled at their source
     await listener?.close();
     services.forwarder.close();
     const engine = await demoStarted?.catch(() => undefined);

@@ -63,6 +63,8 @@ export interface Config {
   readonly livePoolSize: number;
   /** how long a replaced relay tunnel may finish its running streams before it is closed (SVC_TUNNEL_DRAIN_MS, default 60 s) */
   readonly tunnelDrainMs: number;
+  /** how long a shutdown waits for the requests in flight before it stops their live statements (SVC_SHUTDOWN_DRAIN_MS); undefined: the query timeout + 5 s */
+  readonly shutdownDrainMs: number | undefined;
   readonly webhookRetryDelaysMs: readonly number[];
   readonly webhookAllowPrivate: boolean;
   /** deadline of one webhook attempt (SVC_WEBHOOK_TIMEOUT_MS, default 10 s) */
@@ -270,6 +272,7 @@ export const SETTINGS = {
   SVC_REFUSED_STATEMENTS_PER_MINUTE: setting(wholeNumber(0, 100_000), 60),
   SVC_LIVE_POOL_SIZE: setting(wholeNumber(1, 64), 4),
   SVC_TUNNEL_DRAIN_MS: setting(wholeNumber(100, 600_000), DEFAULT_TUNNEL_DRAIN_MS),
+  SVC_SHUTDOWN_DRAIN_MS: optional(wholeNumber(0, 600_000)),
 } satisfies Record<string, Setting<unknown>>;
 
 type SettingValues = { readonly [K in keyof typeof SETTINGS]: (typeof SETTINGS)[K] extends Setting<infer T> ? T : never };
@@ -310,6 +313,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     liveAllowPrivate: v.SVC_LIVE_ALLOW_PRIVATE,
     livePoolSize: v.SVC_LIVE_POOL_SIZE,
     tunnelDrainMs: v.SVC_TUNNEL_DRAIN_MS,
+    shutdownDrainMs: v.SVC_SHUTDOWN_DRAIN_MS,
     webhookRetryDelaysMs: v.SVC_WEBHOOK_RETRY_DELAYS,
     webhookAllowPrivate: v.SVC_WEBHOOK_ALLOW_PRIVATE,
     webhookTimeoutMs: v.SVC_WEBHOOK_TIMEOUT_MS,

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /** `npm start`: validate config, build, listen; drain and close on SIGTERM/SIGINT. */
-import { buildApp, CLOSE_DRAIN_GRACE_MS } from './app.js';
+import { buildApp, closeDrainMs } from './app.js';
 import { ConfigError, loadConfig } from './config.js';
 
 /** A shutdown still not done this long after the app's own drain may have ended exits 1. */
@@ -36,7 +36,7 @@ async function main(): Promise<void> {
     if (closing) return;
     closing = true;
     app.log.info({ signal }, 'shutting down');
-    const force = setTimeout(() => process.exit(1), config.limits.queryTimeoutMs + CLOSE_DRAIN_GRACE_MS + SHUTDOWN_DEADLINE_GRACE_MS);
+    const force = setTimeout(() => process.exit(1), closeDrainMs(config) + SHUTDOWN_DEADLINE_GRACE_MS);
     force.unref();
     app.close().then(
       () => process.exit(0),

@@ -13,12 +13,14 @@
  * whose pool was ended that way is retired: a statement still holding it (it read the credential
  * just before the change, or waited for a connection when the pool ended) gets `503` and opens
  * nothing with the old credential. A statement whose signal aborts (revoked, expired) while it
- * waits for a connection stops waiting and runs nothing. An idle connection is ended after
+ * waits for a connection stops waiting and runs nothing (answered by the abort's reason: 503 at
+ * the shutdown). An idle connection is ended after
  * {@link IDLE_MS}. Pools are per process: a credential replaced through another replica is seen
  * here at this organization's next query (the key differs) or after the idle time.
  */
 import { createHash } from 'node:crypto';
 import { ApiError } from '../errors.js';
+import { abortAnswer } from '../query/errors.js';
 
 /** an idle connection is ended after this long unused */
 export const IDLE_MS = 30_000;
@@ -71,10 +73,10 @@ export class LiveConnections<C extends object> {
   /**
    * A connection for `orgId` under credential version `key`: an idle one, a new one from `open`,
    * or the next one given back; waiting ends at `deadline` with `503` (nothing ran), or when
-   * `signal` aborts (its reason is thrown; nothing ran).
+   * `signal` aborts (its reason is thrown when it is an ApiError, else 503; nothing ran).
    */
   async acquire(orgId: string, key: string, open: () => Promise<C>, deadline: number, signal?: AbortSignal): Promise<C> {
-    if (signal?.aborted) throw signal.reason;
+    if (signal?.aborted) throw this.stopped(signal);
     if (this.retired.get(orgId)?.includes(key)) throw this.credentialChanged();
     let pool = this.pools.get(orgId);
     if (pool && pool.key !== key) {
@@ -105,7 +107,7 @@ export class LiveConnections<C extends object> {
       if (signal?.aborted) {
         // revoked or expired while the connection was being opened: it waits in the pool, nothing runs
         this.release(orgId, key, client, true);
-        throw signal.reason;
+        throw this.stopped(signal);
       }
       if (pool.closed && this.retired.get(orgId)?.includes(key)) {
         // the credential was replaced or deleted while this connection was opening: it is of the old one
@@ -135,7 +137,7 @@ export class LiveConnections<C extends object> {
     });
     if (signal?.aborted) {
       if (client) this.release(orgId, key, client, true);
-      throw signal.reason;
+      throw this.stopped(signal);
     }
     if (client) return client;
     // a place came free, or the pool ended: asked again (a retired key is refused there)
@@ -191,6 +193,16 @@ export class LiveConnections<C extends object> {
     if (!keys.includes(pool.key)) keys.push(pool.key);
     if (keys.length > RETIRED_PER_ORG) keys.shift();
     this.retired.set(orgId, keys);
+  }
+
+  /** A statement whose signal aborted before it ran: the abort's answer (revoked, expired, the shutdown), else 503; nothing ran. */
+  private stopped(signal: AbortSignal): ApiError {
+    return abortAnswer(signal, () =>
+      new ApiError('service_unavailable', `the statement was stopped while it waited for a connection to its ${this.driver.kind} database; nothing ran: retry`, {
+        connector_kind: this.driver.kind,
+        retry_after_seconds: 1,
+      }, { 'Retry-After': '1' }),
+    );
   }
 
   private credentialChanged(): ApiError {

@@ -15,7 +15,7 @@ import { checkDatabaseAddress, credentialRejected, databaseCredentialKind, datab
 import type { ReadQueryResult } from '../results/index.js';
 import { classifyPgError, GuardedPgClient, type ReadFailure } from '../../pg-read/index.js';
 import { ApiError } from '../errors.js';
-import { statementRejected } from '../query/errors.js';
+import { abortAnswer, statementRejected } from '../query/errors.js';
 import { oversizeError, readCollected, type CollectedOutcome } from './postgres-read.js';
 import { LiveConnections, poolKey, type PoolDriver } from './pool.js';
 import { postgresScopedTables, relayPolicy } from '../query/relay.js';
@@ -180,7 +180,9 @@ function liveError(f: ReadFailure, ctx: LiveRunContext, secret: string, url: Dat
   const oversize = oversizeError(f, ctx.limits.maxBytes);
   if (oversize) return oversize;
   const timeout = (): ApiError => new ApiError('query_timeout', `the statement ran past its ${ctx.limits.timeoutMs} ms deadline and was cancelled at the database`);
-  if (f.kind === 'timeout' || f.kind === 'aborted' || ctx.signal.aborted) return timeout();
+  if (f.kind === 'timeout') return timeout();
+  // stopped by its signal: a revocation, the shutdown (503, not charged), the backstop deadline
+  if (f.kind === 'aborted' || ctx.signal.aborted) return abortAnswer(ctx.signal, timeout);
   if (f.kind === 'empty') return statementRejected('the database', 'empty statement');
   const e = classifyPgError(f.kind === 'database' || f.kind === 'consumer' ? f.error : undefined);
   const message = scrub(e.message, secret, url);

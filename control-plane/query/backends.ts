@@ -250,7 +250,8 @@ export class ConnectorBackend implements Backend {
     // never logged, never in an error or audit event
     const credential = await this.credentials.resolve(ctx.orgId, connector.credentialKind);
     const deadline = new AbortController();
-    const timer = setTimeout(() => deadline.abort(new Error('deadline')), ctx.limits.timeoutMs + 1000);
+    // a backstop past the connector's own deadline: answered as that deadline (query/errors.ts abortAnswer)
+    const timer = setTimeout(() => deadline.abort(new ApiError('query_timeout', `the statement ran past its ${ctx.limits.timeoutMs} ms deadline and was stopped`)), ctx.limits.timeoutMs + 1000);
     const signal = AbortSignal.any([deadline.signal, ctx.signal, ...(this.shutdown ? [this.shutdown] : [])]);
     try {
       return await work({ orgId: ctx.orgId, connectionId: ctx.connectionId, scopes: ctx.scopes, credential, limits: ctx.limits, signal });

@@ -6,7 +6,7 @@
  * alone, and the HTTP error handler (http/errors.ts) is the only place that answers them.
  */
 import { DemoQueryError } from '../demo/query.js';
-import { ApiError } from '../errors.js';
+import { ApiError, isApiError } from '../errors.js';
 import { SqlPolicyError } from './sql/index.js';
 
 /** The SQL policy's refusal (parse, check, rewrite) as the API answers it: 400 invalid_sql or 403 scope_violation. */
@@ -19,6 +19,24 @@ export function policyRefusal(err: SqlPolicyError): ApiError {
 /** `err` as the API answers it when it is the SQL policy's refusal; anything else unchanged. */
 export function mapPolicyRefusal(err: unknown): unknown {
   return err instanceof SqlPolicyError ? policyRefusal(err) : err;
+}
+
+/**
+ * What a statement stopped by `signal` is answered: the abort's reason when it is an answer of
+ * ours (a revocation or expiry, query/running.ts; the shutdown, app.ts; the backstop deadline,
+ * query/backends.ts), else `otherwise()` (e.g. the source's own deadline). Every place that turns
+ * an abort into an answer asks this, so a shutdown is never answered (and charged) as a timeout.
+ */
+export function abortAnswer(signal: AbortSignal | undefined, otherwise: () => ApiError): ApiError {
+  return signal?.aborted === true && isApiError(signal.reason) ? signal.reason : otherwise();
+}
+
+/**
+ * The reason the control plane's shutdown stops the live statements still running after its drain
+ * with (app.ts): 503 with Retry-After; the engine gives the reservation back, so it is not charged.
+ */
+export function shutdownStop(): ApiError {
+  return new ApiError('service_unavailable', 'the service is shutting down: the statement was stopped at its source and not charged; retry', { reason: 'shutting_down', retry_after_seconds: 1 }, { 'Retry-After': '1' });
 }
 
 /** SQLSTATEs of a refusal to read rather than an error in the statement: insufficient privilege, a write in a read-only transaction */

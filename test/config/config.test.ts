@@ -38,6 +38,7 @@ t.test('the defaults', async (t) => {
     liveAllowPrivate: false,
     livePoolSize: 4,
     tunnelDrainMs: 60_000,
+    shutdownDrainMs: undefined,
     webhookRetryDelaysMs: [30_000, 120_000, 600_000, 1_800_000],
     webhookAllowPrivate: false,
     webhookTimeoutMs: 10_000,
@@ -90,6 +91,7 @@ t.test('values of each kind', async (t) => {
       SVC_LIVE_REST_ENGINES: '2',
       SVC_LIVE_POOL_SIZE: '64',
       SVC_TUNNEL_DRAIN_MS: '1500',
+      SVC_SHUTDOWN_DRAIN_MS: '250',
     },
     '/srv',
   );
@@ -111,6 +113,7 @@ t.test('values of each kind', async (t) => {
   t.equal(c.restApis.maxEngines, 2);
   t.equal(c.livePoolSize, 64);
   t.equal(c.tunnelDrainMs, 1500);
+  t.equal(c.shutdownDrainMs, 250);
   t.equal(loadConfig({ SVC_RELAY_CERT_VALIDITY: '90s', SVC_RELAY_CERT_DAYS: '10' }).relayCertDays, 90_000 / 86_400_000, 'SVC_RELAY_CERT_VALIDITY wins');
   t.equal(loadConfig({ SVC_PUBLIC_URL: 'https://svc.example/' }).publicUrl, 'https://svc.example');
 });

@@ -5,7 +5,9 @@
  * forget() (the credential replaced or deleted) is refused, to waiters too.
  */
 import t from 'tap';
+import { ApiError } from '../../control-plane/errors.js';
 import { LiveConnections, type PoolDriver } from '../../control-plane/live/pool.js';
+import { shutdownStop } from '../../control-plane/query/errors.js';
 
 interface Conn {
   readonly id: number;
@@ -61,8 +63,8 @@ t.test('a waiter stops at once when its statement is revoked', async (t) => {
   const ac = new AbortController();
   const waiting = conns.acquire('org', 'k', open, Date.now() + 5000, ac.signal);
   const started = Date.now();
-  ac.abort(new Error('revoked'));
-  await t.rejects(waiting, { message: 'revoked' }, "the signal's reason");
+  ac.abort(new ApiError('connection_revoked', 'revoked'));
+  await t.rejects(waiting, { code: 'connection_revoked', message: 'revoked' }, "the signal's reason");
   t.ok(Date.now() - started < 1000, 'not at the deadline');
   conns.release('org', 'k', held, true);
 });
@@ -74,12 +76,42 @@ t.test('a statement revoked while its connection opens runs nothing; the connect
   const open = async (): Promise<Conn> => {
     const c = { id: opened.length, ended: false };
     opened.push(c);
-    ac.abort(new Error('revoked while opening'));
+    ac.abort(new ApiError('connection_revoked', 'revoked while opening'));
     return c;
   };
-  await t.rejects(conns.acquire('org', 'k', open, Date.now() + 5000, ac.signal), { message: 'revoked while opening' });
+  await t.rejects(conns.acquire('org', 'k', open, Date.now() + 5000, ac.signal), { code: 'connection_revoked', message: 'revoked while opening' });
   const next = await conns.acquire('org', 'k', async () => Promise.reject(new Error('should reuse')), Date.now() + 5000);
   t.equal(next, opened[0], 'the next statement reuses the connection opened for it');
   t.notOk(next.ended);
   conns.release('org', 'k', next, true);
+});
+
+t.test("a statement stopped by the shutdown while it waits gets the shutdown's 503; a bare abort is 503 too, never a DOMException", async (t) => {
+  const { conns } = pool();
+  t.teardown(() => conns.close());
+  const open = async (): Promise<Conn> => ({ id: 0, ended: false });
+  const held = await conns.acquire('org', 'k', open, Date.now() + 5000);
+
+  const shutdown = new AbortController();
+  const waiting = conns.acquire('org', 'k', open, Date.now() + 5000, shutdown.signal);
+  shutdown.abort(shutdownStop());
+  const err = await waiting.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  t.ok(err instanceof ApiError, 'an ApiError, which the query path answers as it is');
+  t.match(err, { code: 'service_unavailable', status: 503, headers: { 'Retry-After': '1' } }, "the shutdown's answer");
+  t.equal(err, shutdown.signal.reason, 'the very reason of the abort');
+  await t.rejects(conns.acquire('org', 'k', open, Date.now() + 5000, shutdown.signal), { code: 'service_unavailable', status: 503 }, 'and so is a statement that asks after the abort');
+
+  const bare = new AbortController();
+  const stopped = conns.acquire('org', 'k', open, Date.now() + 5000, bare.signal);
+  bare.abort();
+  const e2 = await stopped.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  t.ok(e2 instanceof ApiError, `a bare abort (its reason a DOMException) is answered as an ApiError, not a 500: ${String(e2)}`);
+  t.match(e2, { code: 'service_unavailable', status: 503, details: { connector_kind: 'postgres' } });
+  conns.release('org', 'k', held, true);
 });

@@ -8,7 +8,8 @@ import { DemoQueryError, type DemoEngine } from '../../control-plane/demo/query.
 import { ApiError } from '../../control-plane/errors.js';
 import { Catalogue, parseScopes } from '../../control-plane/catalogue/index.js';
 import { DemoBackend } from '../../control-plane/query/backends.js';
-import { demoFailure, mapDemoFailure, mapPolicyRefusal, policyRefusal, statementRejected } from '../../control-plane/query/errors.js';
+import { abortAnswer, demoFailure, mapDemoFailure, mapPolicyRefusal, policyRefusal, shutdownStop, statementRejected } from '../../control-plane/query/errors.js';
+import { ranAtSource } from '../../control-plane/query/engine.js';
 import { SqlPolicyError } from '../../control-plane/query/sql/index.js';
 import { initSqlParser, type CheckedQuery } from '../../control-plane/query/sql/index.js';
 import { CheckCache } from '../../control-plane/query/sql/check-cache.js';
@@ -38,6 +39,22 @@ t.test('a statement the database rejected: privilege and read-only refusals are 
   t.same([mysqlDenied.code, mysqlDenied.details], ['scope_violation', { errno: 1142 }], 'MySQL says refused by errno');
   const bare = statementRejected('the database', 'empty statement');
   t.same([bare.code, bare.details], ['invalid_sql', undefined], 'no details when the server said nothing more');
+});
+
+t.test("an abort is answered by its reason when that is ours (the shutdown's 503, not charged), else by the caller's own answer", async (t) => {
+  const timeout = (): ApiError => new ApiError('query_timeout', 'past its deadline');
+  const shutdown = new AbortController();
+  shutdown.abort(shutdownStop());
+  const stopped = abortAnswer(shutdown.signal, timeout);
+  t.equal(stopped, shutdown.signal.reason, 'the reason itself');
+  t.match(stopped, { code: 'service_unavailable', status: 503, headers: { 'Retry-After': '1' }, details: { reason: 'shutting_down' } });
+  t.notOk(ranAtSource(stopped), 'not charged as a statement that ran (and it is no query_timeout, which is charged)');
+  const bare = new AbortController();
+  bare.abort(); // a DOMException, or a timer's TimeoutError: not an answer of ours
+  t.equal(abortAnswer(bare.signal, timeout).code, 'query_timeout', "a bare abort gets the caller's answer");
+  t.equal(abortAnswer(AbortSignal.abort(new Error('deadline')), timeout).code, 'query_timeout', 'so does a plain Error');
+  t.equal(abortAnswer(new AbortController().signal, timeout).code, 'query_timeout', 'and a signal not aborted');
+  t.equal(abortAnswer(undefined, timeout).code, 'query_timeout', 'and no signal');
 });
 
 t.test('every demo engine error maps to one API answer', async (t) => {

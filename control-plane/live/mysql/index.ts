@@ -14,7 +14,7 @@ import type { ParsedScopes, Target } from '../../catalogue/index.js';
 import { checkDatabaseAddress, credentialRejected, databaseCredentialKind, databaseEndpoint, parseDatabaseUrl, scrub, type DatabaseOptions, type DatabaseUrl } from '../../credentials/database.js';
 import { RowCollector, uniqueColumnNames, type ColumnInfo, type ReadQueryResult } from '../../results/index.js';
 import { ApiError } from '../../errors.js';
-import { mapPolicyRefusal, statementRejected } from '../../query/errors.js';
+import { abortAnswer, mapPolicyRefusal, statementRejected } from '../../query/errors.js';
 import { preparedFrom, type DatabaseNetwork } from '../postgres.js';
 import { LiveConnections, poolKey, type PoolDriver } from '../pool.js';
 import type { CredentialKindDef, LiveConnector, LiveRunContext, PreparedLiveQuery } from '../types.js';
@@ -235,7 +235,9 @@ export class MysqlConnector implements LiveConnector {
       const e = err as MysqlErrorLike;
       if (timedOut || ctx.signal.aborted || (e.errno !== undefined && INTERRUPTED.has(e.errno))) {
         broken = true;
-        throw new ApiError('query_timeout', `the statement ran past its ${ctx.limits.timeoutMs} ms deadline and was stopped at the database (KILL QUERY)`);
+        const timeout = (): ApiError => new ApiError('query_timeout', `the statement ran past its ${ctx.limits.timeoutMs} ms deadline and was stopped at the database (KILL QUERY)`);
+        // stopped by its signal (a revocation, the shutdown: 503, not charged) unless its own deadline came first
+        throw timedOut ? timeout() : abortAnswer(ctx.signal, timeout);
       }
       const message = scrub(e.sqlMessage ?? e.message ?? 'database error', secret, url);
       if (e.errno !== undefined && DENIED.has(e.errno)) throw statementRejected('the database', message, { errno: e.errno, refused: true });

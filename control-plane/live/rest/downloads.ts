@@ -23,6 +23,7 @@ import { createHash } from 'node:crypto';
 import { FairGate, GateError } from '../../demo/gate.js';
 import type { ApiError } from '../../errors.js';
 import { loadFile, type FileSpec, type LoadedFile } from './files.js';
+import { abortAnswer } from '../../query/errors.js';
 import { timeoutError, type RequestPolicy } from './http.js';
 
 /** The files one statement (or listing) reads, and how. */
@@ -173,11 +174,11 @@ function keyOf(r: FileReads, f: FileSpec): string {
     .digest('hex');
 }
 
-/** `p`, or query_timeout as soon as `signal` aborts. */
+/** `p`, or as soon as `signal` aborts its answer (query/errors.ts abortAnswer: the shutdown's 503, else query_timeout). */
 function untilAborted<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(timeoutError());
+  if (signal.aborted) return Promise.reject(abortAnswer(signal, timeoutError));
   return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => reject(timeoutError());
+    const onAbort = (): void => reject(abortAnswer(signal, timeoutError));
     signal.addEventListener('abort', onAbort, { once: true });
     p.then(
       (v) => {

@@ -19,6 +19,7 @@ import { ApiError } from '../../errors.js';
 import { statementRejected } from '../../query/errors.js';
 import { quoteIdent } from '../../query/sql/quote.js';
 import type { SqlType } from './spec.js';
+import { abortAnswer } from '../../query/errors.js';
 import { timeoutError } from './http.js';
 
 export const LIVE_READER_ROLE = 'svc_live_reader';
@@ -135,7 +136,7 @@ export class EnginePool {
       const onAbort = (): void => {
         const i = this.waiters.indexOf(give);
         if (i >= 0) this.waiters.splice(i, 1);
-        reject(timeoutError());
+        reject(abortAnswer(signal, timeoutError));
       };
       const give = (e: Engine | null): void => {
         signal.removeEventListener('abort', onAbort);
@@ -247,7 +248,7 @@ export class QueryDatabase {
 
   /** The checked statement, read-only, as the reader role, capped; the engine is terminated at the signal. */
   async read(sql: string, direct: boolean, maxRows: number, maxBytes: number, signal: AbortSignal): Promise<ReadQueryResult> {
-    if (signal.aborted) throw timeoutError();
+    if (signal.aborted) throw abortAnswer(signal, timeoutError);
     const onAbort = (): void => {
       this.failed = true;
       void this.engine.db.terminate();
@@ -262,7 +263,7 @@ export class QueryDatabase {
         direct,
       });
     } catch (err) {
-      if (signal.aborted) throw timeoutError();
+      if (signal.aborted) throw abortAnswer(signal, timeoutError);
       if (err instanceof EmbeddedError && err.code === 'EMBEDDED_ERR_TERMINATED') {
         this.failed = true;
         throw new ApiError('service_unavailable', 'the query engine stopped unexpectedly; retry', { reason: 'engine_unavailable' });

@@ -8,6 +8,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { guardedRequest, NetError, type GuardedResponse } from '../../net/index.js';
 import { ApiError } from '../../errors.js';
+import { abortAnswer } from '../../query/errors.js';
 
 export interface RequestPolicy {
   /** provider name in messages, e.g. "Stripe" */
@@ -100,7 +101,8 @@ function failure(p: RequestPolicy, res: GuardedResponse): ApiError {
 }
 
 function netFailure(p: RequestPolicy, err: NetError): ApiError {
-  if (err.code === 'NET_ERR_ABORTED' || err.code === 'NET_ERR_TIMEOUT') return timeoutError();
+  if (err.code === 'NET_ERR_ABORTED') return abortAnswer(p.signal, timeoutError);
+  if (err.code === 'NET_ERR_TIMEOUT') return timeoutError();
   if (err.code === 'NET_ERR_FORBIDDEN_ADDRESS' || err.code === 'NET_ERR_SCHEME' || err.code === 'NET_ERR_CREDENTIALS' || err.code === 'NET_ERR_INVALID_URL' || err.code === 'NET_ERR_URL_TOO_LONG') {
     return new ApiError('invalid_request', `the ${p.kind} address cannot be contacted: ${err.message}`, { reason: 'address_not_allowed', connector_kind: p.kind, net_code: err.code });
   }
@@ -117,7 +119,7 @@ async function pause(ms: number, p: RequestPolicy): Promise<void> {
   try {
     await sleep(ms, undefined, { signal: p.signal });
   } catch {
-    throw timeoutError();
+    throw abortAnswer(p.signal, timeoutError);
   }
 }
 
@@ -129,7 +131,8 @@ export async function call(p: RequestPolicy, c: HttpCall, acceptRedirect = false
   const retries = p.retries ?? 4;
   for (let attempt = 0; ; attempt++) {
     const left = p.deadline - Date.now();
-    if (left <= 0 || p.signal.aborted) throw timeoutError();
+    if (p.signal.aborted) throw abortAnswer(p.signal, timeoutError);
+    if (left <= 0) throw timeoutError();
     p.onRequest?.(c.method, c.url);
     let res: GuardedResponse;
     try {
