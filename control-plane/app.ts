@@ -330,15 +330,25 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
 
   app.addHook('onClose', async () => {
     clearInterval(sweeper);
-    services.running.close();
-    await listener?.close();
-    services.forwarder.close();
-    const engine = await demoStarted?.catch(() => undefined);
-    await engine?.close();
-    await restEngines.close(); // the live API query engines (worker threads)
-    live.close(); // pooled connections to customers' databases
-    await sqlChecker.close(); // the SQL check worker thread
-    await store.close();
+    // each part closes even when one before it fails (logged); the first failure is the close's
+    let failed: unknown;
+    const closing = async (part: string, close: () => unknown): Promise<void> => {
+      try {
+        await close();
+      } catch (err) {
+        app.log.error({ err: { message: (err as Error).message }, part }, 'closing failed');
+        failed ??= err;
+      }
+    };
+    await closing('running queries', () => services.running.close());
+    await closing('tunnel listener', () => listener?.close());
+    await closing('relay forwarder', () => services.forwarder.close());
+    await closing('demo engines', async () => (await demoStarted?.catch(() => undefined))?.close());
+    await closing('live API engines', () => restEngines.close()); // worker threads
+    await closing('live connection pools', () => live.close()); // pooled connections to customers' databases
+    await closing('SQL check worker', () => sqlChecker.close());
+    await closing('store', () => store.close());
+    if (failed !== undefined) throw failed;
   });
 
   return {
