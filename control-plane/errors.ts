@@ -17,6 +17,7 @@ export const API_ERRORS = {
   connection_expired: { status: 410, summary: 'The connection is past its TTL; open a new one.' },
   connection_revoked: { status: 410, summary: 'The connection was revoked; open a new one.' },
   request_timeout: { status: 408, summary: 'The request was not received in time (headers or body too slow).' },
+  client_closed_request: { status: 499, summary: 'Never answered (nobody is left to answer): the audit code of a statement whose agent closed its connection before the answer; it was stopped at its source and charged the query price, as at its deadline.' },
   payload_too_large: { status: 413, summary: 'The request body is over the limit.' },
   unsupported_media_type: { status: 415, summary: 'The body is not JSON.' },
   headers_too_large: { status: 431, summary: 'The request headers are over the size limit.' },

@@ -13,6 +13,7 @@ import { ApiError, isApiError } from '../errors.js';
 import type { Store } from '../store/index.js';
 import type { Metrics } from '../metrics.js';
 import { backendFor, type Backend, type Backends, type PreparedStatement } from './backends.js';
+import { clientClosed } from './errors.js';
 import { stoppedError, type RunningQueries, type RunningQuery } from './running.js';
 
 export interface QueryDeps {
@@ -145,7 +146,18 @@ function translate(err: unknown): ApiError {
   return isApiError(err) ? err : new ApiError('internal_error', 'the query failed unexpectedly');
 }
 
-export async function runQuery(deps: QueryDeps, orgId: string, connectionId: string, sqlText: string, caller: { address?: string; keyId?: string } = {}): Promise<QueryResponse> {
+export interface QueryCaller {
+  readonly address?: string;
+  readonly keyId?: string;
+  /**
+   * aborted when the agent closes its connection before the answer (routes/connections.ts): a
+   * running statement is stopped at its source, audited as `client_closed_request` and charged
+   * the query price (no egress), as at its deadline; one that had not started is not charged
+   */
+  readonly gone?: AbortSignal;
+}
+
+export async function runQuery(deps: QueryDeps, orgId: string, connectionId: string, sqlText: string, caller: QueryCaller = {}): Promise<QueryResponse> {
   const started = Date.now();
   // from this process's cache when known: its revocation is read fresh by the reservation, and
   // again before a refusal is answered
@@ -258,6 +270,7 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
     const measured = (outcome: 'ok' | 'error'): void => {
       if (began > 0) deps.metrics?.querySeconds.observe({ backend: target.backend, outcome }, (performance.now() - began) / 1000);
     };
+    if (caller.gone?.aborted) return fail(clientClosed(), { ...ran, outcome: 'error' }, giveBack); // gone before it ran
     try {
       if (stopped()) throw stopped();
       began = performance.now();
@@ -266,7 +279,7 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
         connectionId: conn.id,
         scopes,
         limits: { timeoutMs: deps.limits.queryTimeoutMs, maxRows: deps.limits.maxRows, maxBytes: reservation.maxBytes },
-        signal: running.signal,
+        signal: caller.gone ? AbortSignal.any([running.signal, caller.gone]) : running.signal,
         trial: !reservation.paying,
         address: caller.address,
       });
@@ -278,6 +291,10 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
         // revoked, expired or its relay deleted while it ran: nothing is returned or charged
         return fail(why, { ...ran, outcome: 'error' }, giveBack);
       }
+      // the agent left while it ran (or waited for an engine): stopped at its source and charged
+      // the query price, no egress, as at its deadline (else leaving just before the deadline
+      // would make any statement free, and a trial's statements unlimited)
+      if (caller.gone?.aborted) return fail(clientClosed(), { ...ran, outcome: 'error' }, charge);
       const rowTooLarge = isApiError(err) && err.code === 'invalid_sql' && err.details?.['reason'] === 'row_too_large';
       const rowBytes = rowTooLarge && typeof err.details?.['row_bytes'] === 'number' ? err.details['row_bytes'] : undefined;
       if (rowTooLarge && reservation.maxBytes < deps.limits.maxResultBytes && (rowBytes === undefined || rowBytes <= deps.limits.maxResultBytes)) {

@@ -39,6 +39,14 @@ export function shutdownStop(): ApiError {
   return new ApiError('service_unavailable', 'the service is shutting down: the statement was stopped at its source and not charged; retry', { reason: 'shutting_down', retry_after_seconds: 1 }, { 'Retry-After': '1' });
 }
 
+/**
+ * The reason a statement whose agent closed its connection before the answer is stopped with
+ * (routes/connections.ts): never sent, it is what the audit trail records.
+ */
+export function clientClosed(): ApiError {
+  return new ApiError('client_closed_request', 'the agent closed its connection before the answer: the statement was stopped at its source');
+}
+
 /** SQLSTATEs of a refusal to read rather than an error in the statement: insufficient privilege, a write in a read-only transaction */
 const REFUSED_SQLSTATES = new Set(['42501', '25006']);
 

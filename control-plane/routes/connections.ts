@@ -4,6 +4,7 @@ import { principalOf } from '../http/auth.js';
 import { clientKey, RefusalBudget } from '../http/rate-limit.js';
 import { isApiError } from '../errors.js';
 import { runQuery } from '../query/engine.js';
+import { clientClosed } from '../query/errors.js';
 import { describeSchema } from '../query/describe.js';
 import { type App, type Services, ErrorSchema, errors, queryDeps } from './context.js';
 
@@ -139,11 +140,17 @@ export function connectionRoutes(app: App, s: Services): void {
         response: { ...errors(400, 402, 403, 404, 410, 413, 429, 503, 504) },
       },
     },
-    async (req) => {
+    async (req, reply) => {
       const { orgId, keyId } = principalOf(req);
       await refusals.check(keyId);
+      // the agent closing its connection before the answer stops the statement at its source
+      const gone = new AbortController();
+      const onClose = (): void => {
+        if (!reply.raw.writableFinished) gone.abort(clientClosed());
+      };
+      reply.raw.once('close', onClose);
       try {
-        return await s.track(() => runQuery(queryDeps(s), orgId, req.params.connection_id, req.body.sql, { address: clientKey(req.ip), keyId }));
+        return await s.track(() => runQuery(queryDeps(s), orgId, req.params.connection_id, req.body.sql, { address: clientKey(req.ip), keyId, gone: gone.signal }));
       } catch (err) {
         // refused statements cost nothing, so they count against the key's budget; a statement that
         // ran at its source before it failed was charged instead

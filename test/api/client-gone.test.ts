@@ -1,0 +1,65 @@
+/**
+ * An agent that closes its connection before the answer stops its statement at its source: the
+ * engine is freed at once (not at the statement's deadline), the statement is audited as
+ * `client_closed_request`, and charged the query price with no egress, as at its deadline (else
+ * leaving just before the deadline would make any statement free).
+ */
+import t from 'tap';
+import { api, openConnection, signupAgent, startServer, type TestServer } from '../helpers/server.js';
+
+let srv: TestServer;
+t.before(async () => {
+  srv = await startServer({ demo: 'eager', limits: { queryTimeoutMs: 20_000 } });
+});
+t.teardown(() => srv.close());
+
+type AuditEvent = { type: string; outcome?: string; error_code?: string | null; cost_cents?: number; billed_to?: string };
+
+async function until(what: string, cond: () => boolean | Promise<boolean>, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error(`timed out waiting: ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+t.test('closing the connection mid-statement stops it, audits it as client_closed_request, charges the query price', async (t) => {
+  const a = await signupAgent(srv.url, 'Impatient Org');
+  await srv.svc.store.query('UPDATE orgs SET trial_queries_used = 100 WHERE id = $1', [a.orgId]);
+  t.equal((await api(srv.url, 'POST', '/v1/agent/topup', { key: a.key, body: { amount_cents: 1000 } })).status, 200);
+  const conn = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:encounters']);
+  const usage0 = (await api<Record<string, unknown>>(srv.url, 'GET', '/v1/agent/account/usage', { key: a.key })).body;
+  const running = srv.svc.services.running;
+  const engine = await srv.svc.demoReady;
+
+  const leave = new AbortController();
+  const sent = fetch(`${srv.url}/v1/connections/${conn}/query`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${a.key}` },
+    body: JSON.stringify({ sql: 'SELECT count(*) AS n FROM encounters a, encounters b, encounters c' }),
+    signal: leave.signal,
+  }).catch((err: unknown) => err);
+  await until('the statement runs', () => running.count(conn) === 1 && engine.stats().running === 1);
+  await new Promise((r) => setTimeout(r, 300));
+  const leftAt = Date.now();
+  leave.abort();
+  t.ok((await sent) instanceof Error, 'the client gave up');
+  await until('the statement is stopped', () => running.count(conn) === 0 && engine.stats().running === 0);
+  t.ok(Date.now() - leftAt < 19_000, `stopped ${Date.now() - leftAt} ms after the client left, before its 20 s deadline`);
+
+  let events: AuditEvent[] = [];
+  await until('the audit event', async () => {
+    const r = await api<{ events: { body?: AuditEvent }[] }>(srv.url, 'GET', `/v1/connections/${conn}/audit`, { key: a.key });
+    events = r.body.events.map((e) => e.body ?? (e as unknown as AuditEvent));
+    return events.some((e) => e.type === 'query');
+  });
+  const q = events.find((e) => e.type === 'query');
+  t.match(q, { outcome: 'error', error_code: 'client_closed_request', billed_to: 'wallet' }, 'audited as client_closed_request');
+  const price = (await api<{ price_per_query_cents: number }>(srv.url, 'GET', '/v1/agent/billing/config', { key: a.key })).body.price_per_query_cents;
+  t.equal(q?.cost_cents, price, `charged the query price (${price} cents), no egress`);
+  const usage1 = (await api<{ wallet_balance_cents: number }>(srv.url, 'GET', '/v1/agent/account/usage', { key: a.key })).body;
+  t.equal(Math.round((Number(usage0['wallet_balance_cents']) - usage1.wallet_balance_cents) * 1e6) / 1e6, price, 'the wallet paid exactly that');
+
+  const after = await api(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: 'SELECT count(*) AS n FROM encounters' } });
+  t.equal(after.status, 200, 'the next statement runs at once');
+});
