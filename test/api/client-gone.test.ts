@@ -63,3 +63,40 @@ t.test('closing the connection mid-statement stops it, audits it as client_close
   const after = await api(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: 'SELECT count(*) AS n FROM encounters' } });
   t.equal(after.status, 200, 'the next statement runs at once');
 });
+
+// todo: fails on 0e5b7d5 (charged the query price, 0.5 cents): the engine charges every client_closed_request
+// raised once backend.run was called, with no way to know whether the statement reached a worker
+t.test('closing the connection while the statement waits for an engine charges nothing (it never ran)', { todo: 'a statement still waiting for a demo engine is charged when its agent leaves' }, async (t) => {
+  const a = await signupAgent(srv.url, 'Queued Org');
+  await srv.svc.store.query('UPDATE orgs SET trial_queries_used = 100 WHERE id = $1', [a.orgId]);
+  t.equal((await api(srv.url, 'POST', '/v1/agent/topup', { key: a.key, body: { amount_cents: 1000 } })).status, 200);
+  const conn = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:encounters']);
+  const running = srv.svc.services.running;
+  const engine = await srv.svc.demoReady;
+  const send = (leave: AbortController): Promise<unknown> =>
+    fetch(`${srv.url}/v1/connections/${conn}/query`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${a.key}` },
+      body: JSON.stringify({ sql: 'SELECT count(*) AS n FROM encounters a, encounters b, encounters c' }),
+      signal: leave.signal,
+    }).catch((err: unknown) => err);
+  const leaveFirst = new AbortController();
+  const first = send(leaveFirst);
+  await until('the first statement runs', () => running.count(conn) === 1 && engine.stats().running === 1);
+  const leaveQueued = new AbortController();
+  const queued = send(leaveQueued);
+  await until('the second statement waits', () => running.count(conn) === 2);
+  await new Promise((r) => setTimeout(r, 300));
+  t.equal(engine.stats().running, 1, 'the second statement waits for the engine (its organization holds its share)');
+  leaveQueued.abort();
+  await queued;
+  await until('the waiting statement is stopped', () => running.count(conn) === 1);
+  const r = await api<{ events: { body?: AuditEvent }[] }>(srv.url, 'GET', `/v1/connections/${conn}/audit`, { key: a.key });
+  const events = r.body.events.map((e) => e.body ?? (e as unknown as AuditEvent)).filter((e) => e.type === 'query');
+  t.equal(events.length, 1, 'only the statement that left is settled');
+  t.match(events[0], { outcome: 'error', error_code: 'client_closed_request' });
+  t.equal(events[0]?.cost_cents ?? 0, 0, 'never ran: not charged');
+  leaveFirst.abort();
+  await first;
+  await until('the first statement is stopped', () => running.count(conn) === 0);
+});
