@@ -26,6 +26,8 @@ export interface DemoQuery {
   readonly trial?: boolean;
   /** the caller's client address (trial work is shared per address, not per organization) */
   readonly address?: string;
+  /** called once the statement has an engine (admitted by the gate), before it runs */
+  readonly onStart?: () => void;
 }
 
 export class DemoQueryError extends Error {
@@ -78,7 +80,7 @@ export async function admitted<T>(gate: FairGate, q: DemoQuery, work: (deadline:
   try {
     // trial work is one class, and keyed by client address: many free organizations from one
     // address are one tenant of the trial share
-    leave = await gate.acquire(tenantKey(q), q.timeoutMs, { trial: q.trial === true });
+    leave = await gate.acquire(tenantKey(q), q.timeoutMs, { trial: q.trial === true, ...(q.signal ? { signal: q.signal } : {}) });
   } catch (err) {
     if (err instanceof GateError && err.code === 'GATE_ERR_TIMEOUT') {
       const whose = q.trial
@@ -90,6 +92,7 @@ export async function admitted<T>(gate: FairGate, q: DemoQuery, work: (deadline:
     throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo engine is shutting down');
   }
   try {
+    q.onStart?.();
     return await work(deadline);
   } finally {
     leave();

@@ -49,6 +49,11 @@ export interface RunContext {
   readonly trial: boolean;
   /** the client's address (free work is shared fairly by it) */
   readonly address?: string | undefined;
+  /**
+   * called when the statement reaches its source: a demo engine admitted it (it may wait for one
+   * first); the relay and the connectors call it at once
+   */
+  readonly onStart?: () => void;
 }
 
 /** What describing a connection's tables needs: its scopes, deadline and caps, and a signal that stops it. */
@@ -168,6 +173,7 @@ export class DemoBackend implements Backend {
           // free organizations (never funded a wallet) share the engines' free slice, by client address
           trial: ctx.trial,
           ...(ctx.address ? { address: ctx.address } : {}),
+          ...(ctx.onStart ? { onStart: ctx.onStart } : {}),
         }),
       );
     // the engines' errors as the API answers them (a stop's reason is an ApiError already)
@@ -199,6 +205,7 @@ export class RelayBackend implements Backend {
   }
 
   run(q: PreparedStatement, ctx: RunContext): Promise<ReadQueryResult> {
+    ctx.onStart?.();
     return runOnRelay(this.tunnels, ctx.scopes.relay as string, q.sql, ctx.limits, ctx.signal, this.forward ? { via: this.forward, connectionId: ctx.connectionId } : undefined);
   }
 
@@ -235,6 +242,7 @@ export class ConnectorBackend implements Backend {
 
   async run(q: PreparedStatement, ctx: RunContext): Promise<ReadQueryResult> {
     const { connector, prepared } = q.plan as { connector: LiveConnector; prepared: PreparedLiveQuery };
+    ctx.onStart?.();
     return this.withCredential(connector, ctx, (live) => connector.run(prepared, live));
   }
 

@@ -270,7 +270,8 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
     const measured = (outcome: 'ok' | 'error'): void => {
       if (began > 0) deps.metrics?.querySeconds.observe({ backend: target.backend, outcome }, (performance.now() - began) / 1000);
     };
-    if (caller.gone?.aborted) return fail(clientClosed(), { ...ran, outcome: 'error' }, giveBack); // gone before it ran
+    if (caller.gone?.aborted) return fail(stopped() ?? clientClosed(), { ...ran, outcome: 'error' }, giveBack); // gone before it ran
+    let reached = false; // the statement reached its source (a demo engine admitted it)
     try {
       if (stopped()) throw stopped();
       began = performance.now();
@@ -282,6 +283,7 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
         signal: caller.gone ? AbortSignal.any([running.signal, caller.gone]) : running.signal,
         trial: !reservation.paying,
         address: caller.address,
+        onStart: () => (reached = true),
       });
       measured('ok');
     } catch (err) {
@@ -291,10 +293,11 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
         // revoked, expired or its relay deleted while it ran: nothing is returned or charged
         return fail(why, { ...ran, outcome: 'error' }, giveBack);
       }
-      // the agent left while it ran (or waited for an engine): stopped at its source and charged
-      // the query price, no egress, as at its deadline (else leaving just before the deadline
-      // would make any statement free, and a trial's statements unlimited)
-      if (caller.gone?.aborted) return fail(clientClosed(), { ...ran, outcome: 'error' }, charge);
+      // the agent left while it ran: stopped at its source and charged the query price, no
+      // egress, as at its deadline (else leaving just before the deadline would make any
+      // statement free, and a trial's statements unlimited); while it still waited for an
+      // engine, nothing ran: not charged, as a wait that reaches its deadline
+      if (caller.gone?.aborted) return fail(clientClosed(), { ...ran, outcome: 'error' }, reached ? charge : giveBack);
       const rowTooLarge = isApiError(err) && err.code === 'invalid_sql' && err.details?.['reason'] === 'row_too_large';
       const rowBytes = rowTooLarge && typeof err.details?.['row_bytes'] === 'number' ? err.details['row_bytes'] : undefined;
       if (rowTooLarge && reservation.maxBytes < deps.limits.maxResultBytes && (rowBytes === undefined || rowBytes <= deps.limits.maxResultBytes)) {
