@@ -87,11 +87,11 @@ export function registerMetrics(app: App, s: Services, demo: () => DemoEngine | 
     name: 'svc_demo_engine_statements',
     help: "Demo statements in this replica's engines: running, and waiting for a place.",
     read: async () => {
-      const e = demo();
-      return e
+      const stats = demo()?.stats();
+      return stats
         ? [
-            { labels: { state: 'running' }, value: e.stats().running },
-            { labels: { state: 'waiting' }, value: e.stats().waiting },
+            { labels: { state: 'running' }, value: stats.running },
+            { labels: { state: 'waiting' }, value: stats.waiting },
           ]
         : undefined;
     },
