@@ -40,6 +40,7 @@ import type { Ca } from '../pki/index.js';
 import { loadMasterKeyRing, type MasterKey, type MasterKeyRing } from './secrets/index.js';
 import { CredentialStore } from './credentials/index.js';
 import { ConnectionCache } from './connections/index.js';
+import { KeyCache } from './accounts/index.js';
 import { liveRegistry } from './live/index.js';
 import { EnginePool } from './live/rest/index.js';
 import { credentialRoutes } from './routes/credentials.js';
@@ -227,6 +228,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     sqlChecker,
     checkedStatements: new CheckCache<CheckedQuery>(),
     connections: new ConnectionCache(store),
+    keys: new KeyCache(store),
   };
   // after a master-key rotation (or from the older unbound format), stored credentials and the relay CA's key move to
   // the current key before anything reads them, so a previous key can be dropped at the next restart
@@ -246,7 +248,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   registerErrorHandling(app);
   registerStringGuard(app);
   registerBodyRules(app);
-  registerAuth(app, store);
+  registerAuth(app, services.keys);
   registerRateLimits(app, { perKeyPerSecond: config.rateLimitPerKey, signupsPerMinute: config.signupRateLimit }, store);
   openApiRoutes(app, services); // collects every route registered after it: keep it before the route plugins
   mcpRoutes(app);

@@ -1,18 +1,24 @@
 /**
- * Bearer agent-key authentication for every route not marked `config: { public: true }`.
+ * Bearer agent-key authentication for every route not marked `config: { public: true }`. A route
+ * marked `config: { keyRereadByHandler: true }` may be answered from the app's key cache: its
+ * handler reads the key's revocation from the store before anything acts for it (the query path,
+ * see accounts `KeyCache`); every other route reads the key from the store.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { authenticate, type Principal } from '../accounts/index.js';
+import type { KeyCache, Principal } from '../accounts/index.js';
 import { ApiError } from '../errors.js';
-import type { Store } from '../store/index.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
     principal?: Principal;
+    /** the principal came from the key cache: its revocation may be stale until the handler re-reads it */
+    principalCached?: boolean;
   }
   interface FastifyContextConfig {
     /** no agent key needed */
     public?: boolean;
+    /** the handler reads the key's revocation from the store before acting: a cached key will do */
+    keyRereadByHandler?: boolean;
   }
 }
 
@@ -23,15 +29,16 @@ export function principalOf(req: FastifyRequest): Principal {
 
 const HINT = 'send the agent key as "Authorization: Bearer svc_conn_…"; get one with POST /v1/agent/account';
 
-export function registerAuth(app: FastifyInstance, store: Store): void {
+export function registerAuth(app: FastifyInstance, keys: KeyCache): void {
   app.addHook('onRequest', async (req) => {
     if (req.routeOptions.config?.public || req.routeOptions.url === undefined) return;
     const header = req.headers.authorization;
     if (!header) throw new ApiError('unauthorized', `missing Authorization header; ${HINT}`, undefined, { 'WWW-Authenticate': 'Bearer' });
     const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
     if (!m || !m[1]) throw new ApiError('unauthorized', `malformed Authorization header; ${HINT}`, undefined, { 'WWW-Authenticate': 'Bearer' });
-    const principal = await authenticate(store, m[1]);
-    if (!principal) throw new ApiError('unauthorized', `unknown or revoked agent key; ${HINT}`, undefined, { 'WWW-Authenticate': 'Bearer error="invalid_token"' });
-    req.principal = principal;
+    const found = req.routeOptions.config?.keyRereadByHandler ? await keys.recent(m[1]) : await keys.fresh(m[1]).then((principal) => (principal ? { principal, cached: false } : undefined));
+    if (!found) throw new ApiError('unauthorized', `unknown or revoked agent key; ${HINT}`, undefined, { 'WWW-Authenticate': 'Bearer error="invalid_token"' });
+    req.principal = found.principal;
+    req.principalCached = found.cached;
   });
 }

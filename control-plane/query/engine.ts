@@ -7,6 +7,7 @@ import { centsFromNc, queryCostNc, ReserveRefused, reserve, settleQuery, type Re
 import type { Catalogue, Interval, ParsedScopes, Target } from '../catalogue/index.js';
 import { parseScopes } from '../catalogue/index.js';
 import type { Limits } from '../config.js';
+import { keyRevoked, type KeyCache } from '../accounts/index.js';
 import { assertUsable, getConnection, type ConnectionCache } from '../connections/index.js';
 import type { ColumnInfo, Row } from '../results/index.js';
 import { ApiError, isApiError } from '../errors.js';
@@ -24,6 +25,8 @@ export interface QueryDeps {
   readonly backends: Backends;
   /** the app's cache of connections as queries read them */
   readonly connections: ConnectionCache;
+  /** the app's cache of agent keys: a key found revoked here is forgotten there */
+  readonly keys?: KeyCache;
   /** running statements per connection: revocation, expiry and relay deletion stop them */
   readonly running: RunningQueries;
   /** statement latency by backend (GET /metrics) */
@@ -146,9 +149,17 @@ function translate(err: unknown): ApiError {
   return isApiError(err) ? err : new ApiError('internal_error', 'the query failed unexpectedly');
 }
 
+/** The agent key that sent the statement was found revoked in the store: forgotten by the app's key cache. */
+function keyRevokedError(deps: QueryDeps, keyId: string | undefined): ApiError {
+  if (keyId) deps.keys?.forget(keyId);
+  return new ApiError('unauthorized', 'the agent key that sent this statement was revoked; nothing was run or charged', undefined, { 'WWW-Authenticate': 'Bearer error="invalid_token"' });
+}
+
 export interface QueryCaller {
   readonly address?: string;
   readonly keyId?: string;
+  /** `keyId` was read from the app's key cache: its revocation is read from the store before anything runs */
+  readonly keyCached?: boolean;
   /**
    * aborted when the agent closes its connection before the answer (routes/connections.ts): a
    * running statement is stopped at its source, audited as `client_closed_request` and charged
@@ -161,7 +172,11 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
   const started = Date.now();
   // from this process's cache when known: its revocation is read fresh by the reservation, and
   // again before a refusal is answered
-  const { row: conn, cached } = await deps.connections.forQuery(orgId, connectionId);
+  const { row: conn, cached } = await deps.connections.forQuery(orgId, connectionId).catch(async (err: unknown) => {
+    // not found (not audited): a key known from the cache and revoked meanwhile is answered 401 first
+    if (caller.keyCached && caller.keyId && (await keyRevoked(deps.store, caller.keyId))) throw keyRevokedError(deps, caller.keyId);
+    throw err;
+  });
   const base = { type: 'query', org_id: orgId, ...auditedSql('sql', sqlText) };
   let relayId: string | undefined; // the connection's relay, once its scopes are parsed
   /**
@@ -181,6 +196,10 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
       } catch (gone) {
         api = translate(gone);
       }
+    }
+    if (!money && caller.keyCached && caller.keyId && api.code !== 'unauthorized' && (await keyRevoked(deps.store, caller.keyId))) {
+      // the same for a key known from the cache: a revoked key is answered 401 whatever its statement
+      api = keyRevokedError(deps, caller.keyId);
     }
     let fields = extra;
     const pending = (): PendingEvent => {
@@ -247,7 +266,7 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
   } catch (err) {
     if (err instanceof ReserveRefused) {
       // revoked since this process cached it (or by another replica): answered as from the store
-      if (err.what === 'key') return fail(new ApiError('unauthorized', 'the agent key that sent this statement was revoked; nothing was run or charged'), { tables: checked.tables });
+      if (err.what === 'key') return fail(keyRevokedError(deps, caller.keyId), { tables: checked.tables });
       try {
         assertUsable(await getConnection(deps.store, orgId, connectionId));
       } catch (gone) {

@@ -139,6 +139,8 @@ export function connectionRoutes(app: App, s: Services): void {
         body: Type.Object({ sql: Type.String({ minLength: 1, maxLength: 100_000 }) }, { additionalProperties: false }),
         response: { ...errors(400, 402, 403, 404, 410, 413, 429, 503, 504) },
       },
+      // runQuery reads the key's revocation from the store before anything runs or is charged
+      config: { keyRereadByHandler: true },
     },
     async (req, reply) => {
       const { orgId, keyId } = principalOf(req);
@@ -150,7 +152,7 @@ export function connectionRoutes(app: App, s: Services): void {
       };
       reply.raw.once('close', onClose);
       try {
-        return await s.track(() => runQuery(queryDeps(s), orgId, req.params.connection_id, req.body.sql, { address: clientKey(req.ip), keyId, gone: gone.signal }));
+        return await s.track(() => runQuery(queryDeps(s), orgId, req.params.connection_id, req.body.sql, { address: clientKey(req.ip), keyId, keyCached: req.principalCached === true, gone: gone.signal }));
       } catch (err) {
         // refused statements cost nothing, so they count against the key's budget; a statement that
         // ran at its source before it failed was charged instead

@@ -12,6 +12,7 @@ import type { CredentialStore } from '../credentials/index.js';
 import type { LiveRegistry } from '../live/index.js';
 import type { QueryDeps } from '../query/engine.js';
 import type { ConnectionCache } from '../connections/index.js';
+import type { KeyCache } from '../accounts/index.js';
 import { ConnectorBackend, DemoBackend, RelayBackend, type Backends } from '../query/backends.js';
 import type { RunningQueries } from '../query/running.js';
 import type { SqlChecker } from '../query/sql/offload.js';
@@ -49,6 +50,8 @@ export interface Services {
   readonly checkedStatements: CheckCache<CheckedQuery>;
   /** connections as this app's queries read them (a revocation through this app drops its entry) */
   readonly connections: ConnectionCache;
+  /** agent keys as this app has read them (the query path's authentication) */
+  readonly keys: KeyCache;
 }
 
 const depsOf = new WeakMap<Services, QueryDeps>();
@@ -59,7 +62,7 @@ export function queryDeps(s: Services): QueryDeps {
   if (!deps) {
     const checks = { checker: s.sqlChecker, cache: s.checkedStatements };
     const backends: Backends = { demo: new DemoBackend(s.demo, checks), relay: new RelayBackend(s.tunnels, checks, s.forwarder), connector: new ConnectorBackend(s.live, s.credentials, s.shutdown) };
-    deps = { store: s.store, catalogue: s.catalogue, limits: s.config.limits, backends, connections: s.connections, running: s.running, metrics: s.metrics };
+    deps = { store: s.store, catalogue: s.catalogue, limits: s.config.limits, backends, connections: s.connections, keys: s.keys, running: s.running, metrics: s.metrics };
     depsOf.set(s, deps);
   }
   return deps;

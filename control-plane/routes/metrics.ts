@@ -3,7 +3,7 @@
  * SVC_METRICS_TOKEN is set (then `Authorization: Bearer <token>`); not in the OpenAPI document.
  * Every request is counted here by route template and status, with its latency; the gauges are
  * read when scraped: relay tunnels held by this replica, the webhook queue, the demo engines'
- * admissions and queue, the store's pool.
+ * admissions and queue, agent-key lookups, the store's pool.
  */
 import { timingSafeEqual } from 'node:crypto';
 import { ApiError } from '../errors.js';
@@ -94,6 +94,18 @@ export function registerMetrics(app: App, s: Services, demo: () => DemoEngine | 
             { labels: { state: 'waiting' }, value: stats.waiting },
           ]
         : undefined;
+    },
+  });
+  m.gauge({
+    name: 'svc_key_lookups_total',
+    help: "Agent keys looked up by this replica: read from the store (source store), or from its memory of keys read in the last minute (source cache; the query route only).",
+    type: 'counter',
+    read: async () => {
+      const k = s.keys.stats();
+      return [
+        { labels: { source: 'store' }, value: k.misses },
+        { labels: { source: 'cache' }, value: k.hits },
+      ];
     },
   });
   m.gauge({

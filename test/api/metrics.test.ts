@@ -49,6 +49,8 @@ t.test('requests, query latency and gauges, in the Prometheus text format', asyn
   t.equal(one('svc_query_duration_seconds_bucket', '{backend="demo",outcome="ok",le="+Inf"}'), 3);
   t.ok((one('svc_query_duration_seconds_sum', '{backend="demo",outcome="ok"}') ?? 0) > 0);
   t.equal(one('svc_relay_tunnels', '{state="current"}'), 0, 'tunnels held');
+  t.equal(one('svc_key_lookups_total', '{source="cache"}'), 4, 'the four queries took their key from the cache');
+  t.ok((one('svc_key_lookups_total', '{source="store"}') ?? 0) >= 1, 'opening the connection read the key from the store');
   t.equal(one('svc_webhook_queue_depth', '{state="pending"}') !== undefined, true, 'the webhook queue');
   t.ok((one('process_resident_memory_bytes', '') ?? 0) > 10_000_000);
   t.notOk(samples.some((s) => s.name === 'svc_store_pool_connections'), 'no pool gauge on the embedded store');
