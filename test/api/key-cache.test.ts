@@ -4,7 +4,7 @@
  * runs nothing, is charged nothing and is answered 401 on that route too, whatever its statement.
  */
 import t from 'tap';
-import { api, openConnection, signupAgent, startServer } from '../helpers/server.js';
+import { api, freshDatabase, openConnection, realPostgresAvailable, signupAgent, startServer } from '../helpers/server.js';
 
 interface Usage {
   readonly queries: number;
@@ -98,3 +98,59 @@ t.test('a revoked cached key naming a connection it cannot see is answered 401, 
   t.equal((await api(srv.url, 'POST', `/v1/connections/${theirs}/query`, { key: b.key, body: { sql } })).status, 401);
   t.equal((await api(srv.url, 'POST', '/v1/connections/con_nonexistent/query', { key: b.key, body: { sql } })).status, 401);
 });
+
+if (!(await realPostgresAvailable())) {
+  t.skip('a key revoked while two replicas of one PostgreSQL store answer from their key caches: no PostgreSQL answers at TEST_DATABASE_URL', () => undefined);
+} else {
+  t.test('a key revoked while two replicas of one PostgreSQL store answer from their key caches', async (t) => {
+    const db = await freshDatabase('svc_key_cache');
+    const a = await startServer({ databaseUrl: db.url });
+    const b = await startServer({ databaseUrl: db.url });
+    t.teardown(async () => {
+      await a.close();
+      await b.close();
+      await db.drop();
+    });
+    const agent = await signupAgent(a.url, 'G');
+    t.equal((await api(a.url, 'POST', '/v1/agent/topup', { key: agent.key, body: { amount_cents: 1000 } })).status, 200);
+    const conn = await openConnection(a.url, agent.key, 'demo-healthcare', ['read:patients']);
+    const sql = (i: number): string => `SELECT patient_id FROM patients WHERE ${i} = ${i} LIMIT 1`;
+    let warmCost = 0;
+    for (const srv of [a, b]) {
+      const r = await api<{ cost_cents: number }>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: agent.key, body: { sql: sql(0) } });
+      t.equal(r.status, 200, 'the key cached on both replicas');
+      warmCost += r.body.cost_cents;
+    }
+    // both replicas query without pause; the key is revoked in the store in the middle
+    let revokedAt = 0;
+    const outcomes: { readonly sentAt: number; readonly status: number; readonly cost?: number; readonly cause?: unknown }[] = [];
+    const flood = async (url: string, first: number): Promise<void> => {
+      for (let i = first; i < first + 40; i++) {
+        const sentAt = Date.now();
+        const r = await api<{ cost_cents?: number; error?: { details?: Record<string, unknown> } }>(url, 'POST', `/v1/connections/${conn}/query`, { key: agent.key, body: { sql: sql(i) } });
+        outcomes.push({ sentAt, status: r.status, ...(typeof r.body.cost_cents === 'number' ? { cost: r.body.cost_cents } : {}), cause: r.body.error?.details?.['cause'] });
+      }
+    };
+    const revoke = (async () => {
+      while (outcomes.filter((o) => o.status === 200).length < 20) await new Promise((r) => setTimeout(r, 5));
+      await a.svc.store.query('UPDATE agent_keys SET revoked_at = now() WHERE org_id = $1', [agent.orgId]);
+      revokedAt = Date.now();
+    })();
+    await Promise.all([flood(a.url, 1), flood(a.url, 1000), flood(b.url, 2000), flood(b.url, 3000), revoke]);
+    t.ok(revokedAt > 0, 'revoked during the flood');
+    const after = outcomes.filter((o) => o.sentAt > revokedAt);
+    t.ok(after.length > 0, `${after.length} queries sent after the revocation`);
+    t.same([...new Set(after.map((o) => o.status))], [401], 'every query sent after the revocation is refused 401, on both replicas');
+    // a statement running when the revocation is seen is stopped: 410 connection_revoked, cause key_revoked
+    const odd = outcomes.filter((o) => o.status !== 200 && o.status !== 401 && !(o.status === 410 && o.cause === 'key_revoked'));
+    t.same(odd, [], 'only 200, 401, and 410 for statements stopped by the revocation');
+    const answered = outcomes.filter((o) => o.status === 200);
+    const [org] = await a.svc.store.query<{ queries_total: number; wallet_held_nc: string | number; list_spend_nc: string | number }>('SELECT queries_total, wallet_held_nc, list_spend_nc FROM orgs WHERE id = $1', [agent.orgId]);
+    t.equal(org?.queries_total, answered.length + 2, 'exactly the answered queries were counted');
+    t.equal(Number(org?.wallet_held_nc), 0, 'nothing left held');
+    const charged = answered.reduce((s, o) => s + (o.cost ?? 0), warmCost);
+    t.ok(Math.abs(Number(org?.list_spend_nc) / 1e9 - charged) < 1e-9, `spend ${Number(org?.list_spend_nc) / 1e9} = the answered queries' costs ${charged}`);
+    const rsv = await a.svc.store.query<{ n: number }>('SELECT count(*)::int AS n FROM reservations WHERE org_id = $1', [agent.orgId]);
+    t.equal(rsv[0]?.n, 0, 'no reservation left');
+  });
+}
