@@ -3,7 +3,7 @@
  * thread, so it never runs on the event loop; the host (./index.ts) talks to it by messages.
  */
 import { parentPort } from 'node:worker_threads';
-import { PGlite, type PGliteOptions } from '@electric-sql/pglite';
+import { messages as wire, PGlite, parse as results, protocol, type PGliteOptions } from '@electric-sql/pglite';
 import { ImageFs } from './image-fs.js';
 import { collectRows, FETCH_BATCH, type ReadQueryResult, type Row } from '../results/index.js';
 import type { BatchItemResult, ReadQuerySpec, Request, Response, WorkerErrorInfo } from './messages.js';
@@ -48,6 +48,76 @@ async function read(spec: ReadQuerySpec): Promise<ReadQueryResult> {
   }
 }
 
+/**
+ * Parameters as text, as node-postgres sends them (the server infers their types from the
+ * statement, as it does for PGlite's `query()`, which only reads them back to choose a
+ * serializer); undefined when one is of another kind (a Date, an array, an object), which
+ * `query()` serializes by its type.
+ */
+function textParams(params: readonly unknown[]): (string | null)[] | undefined {
+  const out: (string | null)[] = [];
+  for (const p of params) {
+    if (p === null || p === undefined) out.push(null);
+    else if (typeof p === 'string') out.push(p);
+    else if (typeof p === 'number' || typeof p === 'bigint') out.push(String(p));
+    else if (typeof p === 'boolean') out.push(p ? 't' : 'f');
+    else return undefined;
+  }
+  return out;
+}
+
+type BatchItem = { readonly sql: string; readonly params: readonly unknown[] };
+
+/**
+ * Statements run one after another, each on its own (autocommit), each answering or failing alone.
+ * PGlite's `query()` enters the engine six times per statement (parse, describe, bind, describe,
+ * execute, sync); statements whose parameters are all text, numbers, booleans or null go together
+ * as one extended-protocol message instead (parse, bind, describe, execute, sync for each: the
+ * sync after each ends its implicit transaction, and an error skips only to it), whose answers
+ * are parsed with the engine's own type parsers, as `query()` does.
+ */
+async function batch(items: readonly BatchItem[]): Promise<BatchItemResult[]> {
+  const pg = database();
+  const out: BatchItemResult[] = [];
+  let i = 0;
+  while (i < items.length) {
+    const group: { sql: string; values: (string | null)[] }[] = [];
+    for (let values; i < items.length && (values = textParams((items[i] as BatchItem).params)); i++) group.push({ sql: (items[i] as BatchItem).sql, values });
+    if (group.length > 0) {
+      out.push(...(await together(pg, group)));
+      continue;
+    }
+    const item = items[i++] as BatchItem;
+    try {
+      out.push({ ok: true, rows: (await pg.query(item.sql, item.params as unknown[])).rows as Row[] });
+    } catch (err) {
+      out.push({ ok: false, error: errorInfo(err) });
+    }
+  }
+  return out;
+}
+
+async function together(pg: PGlite, group: readonly { sql: string; values: (string | null)[] }[]): Promise<BatchItemResult[]> {
+  const s = protocol.serialize;
+  const parts: Uint8Array[] = [];
+  for (const g of group) parts.push(s.parse({ text: g.sql }), s.bind({ values: g.values }), s.describe({ type: 'P' }), s.execute({}), s.sync());
+  const raw = await pg.execProtocolRaw(Buffer.concat(parts), { syncToFs: false });
+  // each statement's messages end with its ReadyForQuery
+  const answers: wire.BackendMessage[][] = [[]];
+  new protocol.Parser().parse(raw, (m) => {
+    if (m.name === 'readyForQuery') answers.push([]);
+    else (answers[answers.length - 1] as wire.BackendMessage[]).push(m);
+  });
+  await pg.syncToFs();
+  return group.map((_, k): BatchItemResult => {
+    const messages = answers[k] ?? [];
+    const error = messages.find((m): m is wire.DatabaseError => m instanceof wire.DatabaseError);
+    if (error) return { ok: false, error: errorInfo(error) };
+    if (k >= answers.length - 1) return { ok: false, error: { message: 'the engine gave no answer to this statement' } };
+    return { ok: true, rows: (results.parseResults(messages, pg.parsers)[0]?.rows ?? []) as Row[] };
+  });
+}
+
 async function handle(msg: Request): Promise<unknown> {
   switch (msg.op) {
     case 'init': {
@@ -66,17 +136,8 @@ async function handle(msg: Request): Promise<unknown> {
     case 'exec':
       await database().exec(msg.sql);
       return null;
-    case 'batch': {
-      const out: BatchItemResult[] = [];
-      for (const item of msg.items) {
-        try {
-          out.push({ ok: true, rows: (await database().query(item.sql, item.params as unknown[])).rows as Row[] });
-        } catch (err) {
-          out.push({ ok: false, error: errorInfo(err) });
-        }
-      }
-      return out;
-    }
+    case 'batch':
+      return batch(msg.items);
     case 'read':
       return read(msg.spec);
     case 'run': {

@@ -71,3 +71,61 @@ t.test('statements asked for before a transaction or close() run before it (as o
   const failed = r2.filter((x) => x.status === 'rejected');
   t.equal(failed.length, 0, `statements asked for before close() all ran (${failed.length} failed: ${failed[0] ? String((failed[0] as PromiseRejectedResult).reason?.message) : ''})`);
 });
+
+t.test('statements sent together in one protocol message answer exactly as each alone, and fail alone', async (t) => {
+  const db = await EmbeddedPostgres.start();
+  t.teardown(() => db.close());
+  await db.exec(`CREATE TABLE v (id int primary key, big bigint, n numeric, f float8, b boolean, at timestamptz, j jsonb, a text[], name text)`);
+  const cases: { readonly sql: string; readonly params: readonly unknown[] }[] = [
+    { sql: 'INSERT INTO v VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING *', params: [1, 9007199254740993n, '12.50', 0.1, true, '2024-01-02T03:04:05.678Z', '{"k":[1,2]}', '{x,y}', 'é\u{1F600}'] },
+    { sql: 'SELECT * FROM v WHERE id = $1 AND b = $2 AND name IS NOT NULL', params: [1, true] },
+    { sql: 'SELECT $1::int + 1 AS next, $2::text IS NULL AS was_null, $3::bigint AS big', params: [41, null, '-9223372036854775808'] },
+    { sql: 'SELECT count(*) AS n FROM v WHERE at < $1', params: [new Date('2030-01-01T00:00:00Z')] }, // a Date: by its type, alone
+    { sql: 'SELECT cardinality($1::text[]) AS n', params: [['a', 'b', 'c']] }, // an array: by its type, alone
+    { sql: 'SELECT 1/0 AS boom', params: [] },
+    { sql: 'SELECT no_such_column FROM v', params: [] },
+    { sql: 'SELECT 1; SELECT 2', params: [] },
+    { sql: 'UPDATE v SET name = $2 WHERE id = $1 RETURNING name', params: [1, 'after the errors'] },
+    { sql: 'SELECT current_setting($1) AS level', params: ['transaction_isolation'] },
+  ];
+  // each alone, through a transaction of its own (`exclusive`): the engine's own query()
+  const alone: unknown[] = [];
+  for (const c of cases) {
+    // the INSERT and UPDATE run for real once below; here each runs and is rolled back
+    alone.push(
+      await db.exclusive(async (s) => {
+        await s.exec('BEGIN');
+        try {
+          return { ok: true, rows: await s.query(c.sql, c.params) };
+        } catch (e) {
+          const err = e as EmbeddedError;
+          return { ok: false, code: err.sqlState, message: err.message, position: err.position };
+        } finally {
+          await s.exec('ROLLBACK');
+        }
+      }),
+    );
+  }
+  // together: hold the engine so every one queues into one batch
+  const gate = db.exclusive(() => new Promise((r) => setTimeout(r, 50)));
+  const together = cases.map((c) =>
+    db.query(c.sql, c.params).then(
+      (rows) => ({ ok: true, rows }),
+      (e: EmbeddedError) => ({ ok: false, code: e.sqlState, message: e.message, position: e.position }),
+    ),
+  );
+  await gate;
+  const got = await Promise.all(together);
+  // the INSERT made row 1 for the statements after it in the batch; alone, each saw none
+  t.same(got[0], alone[0], 'an INSERT … RETURNING: the same values (bigint, numeric, float, boolean, timestamptz, jsonb, text[], text)');
+  t.match(got[1], { ok: true, rows: [{ id: 1, b: true }] }, 'the next statement sees the first one committed');
+  t.same(got[2], alone[2], 'text, null and bigint parameters');
+  t.same(got[3], { ok: true, rows: [{ n: 1 }] }, 'a Date parameter');
+  t.same(got[4], alone[4], 'an array parameter');
+  for (const k of [5, 6, 7]) t.same(got[k], alone[k], `an error answers alone, with its code and position: ${JSON.stringify(got[k]).slice(0, 120)}`);
+  t.same(got[8], { ok: true, rows: [{ name: 'after the errors' }] }, 'a statement after errors in the same message runs and commits');
+  t.same(got[9], alone[9]);
+  t.same(await db.query('SELECT name FROM v WHERE id = 1'), [{ name: 'after the errors' }], 'committed');
+  const inTx = await db.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE state LIKE 'idle in transaction%'");
+  t.same(inTx, [{ n: 0 }], 'no transaction left open');
+});
