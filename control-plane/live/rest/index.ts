@@ -20,11 +20,11 @@ import { fileSpecs, REST_CREDENTIAL_KINDS } from './credentials.js';
 import { EnginePool, QueryDatabase, querySchema } from './engine.js';
 import { fetchTable, windowsOf, type TableFetch } from './fetch.js';
 import type { FileSpec, LoadedFile } from './files.js';
-import { FileDownloads, type FileReads } from './downloads.js';
+import { FileDownloads, gateAnswer, type FileReads } from './downloads.js';
 import type { RequestPolicy } from './http.js';
 import type { ApiSpec } from './spec.js';
 import { definedTable, type SchemaListing } from '../../query/schema.js';
-import { FairGate } from '../../demo/gate.js';
+import { FairGate, GateError } from '../../demo/gate.js';
 
 export { EnginePool } from './engine.js';
 export { nextLink } from './apis/github.js';
@@ -259,13 +259,15 @@ const downloadsBusy = (): ApiError =>
 
 /**
  * A place among the file listings running (`listings`, one per organization), waited for until
- * `signal` aborts (the deadline, a revocation, the shutdown): then `listing_busy`.
+ * `signal` aborts or the gate closes: then the shutdown's 503 or a revocation's answer, or at the
+ * deadline `listing_busy`.
  */
 async function admitted(listings: FairGate, orgId: string, signal: AbortSignal, deadline: number): Promise<() => void> {
   try {
     return await listings.acquire(orgId, Math.max(0, deadline - Date.now()), { signal });
-  } catch {
-    throw listingBusy();
+  } catch (err) {
+    if (err instanceof GateError) throw gateAnswer(err, signal, listingBusy);
+    throw err;
   }
 }
 
