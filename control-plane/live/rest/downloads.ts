@@ -3,13 +3,13 @@
  *
  * Admission: a statement (or listing) that has to download a file first takes a place in a fair
  * gate (../../demo/gate.ts): at most `capacity` of them hold one in the process and at most
- * `perOrg` for one organization, waiting ones are served round-robin across organizations, and
- * one still waiting when its signal aborts has fetched nothing and is answered as what stopped it:
- * the shutdown's 503, a revocation, or at
- * its deadline the caller's `busy` error. A place is held until every statement
- * using what it downloaded has its rows where it needs them (loaded into its engine, or its
- * columns listed), since the parsed rows are what stays in memory; so the bytes the file reads
- * hold at once are bounded by the places, not by the number of statements sent.
+ * `perOrg` for one organization, and waiting ones are served round-robin across organizations.
+ * One still waiting when its signal aborts has fetched nothing and is answered as what stopped
+ * it: the shutdown's 503 (also when the gate is closed at shutdown, ../index.ts), a revocation,
+ * or at its deadline the caller's `busy` error. A place is held until every statement using what
+ * it downloaded has its rows where it needs them (loaded into its engine, or its columns listed),
+ * since the parsed rows are what stays in memory; so the bytes the file reads hold at once are
+ * bounded by the places, not by the number of statements sent.
  *
  * Sharing: the same file wanted by several statements while it is being downloaded is downloaded
  * once; a statement that finds every file it needs in flight (when it comes, or while it waits
@@ -79,6 +79,14 @@ export class FileDownloads {
 
   constructor(capacity: number, perOrg: number) {
     this.gate = new FairGate(capacity, perOrg);
+  }
+
+  /**
+   * The shutdown: statements waiting for a place are answered with its 503 at once, and none
+   * waits for one after it (downloads running stop when their statements do).
+   */
+  close(): void {
+    this.gate.close();
   }
 
   /** downloads running in the process (tests, metrics) */
