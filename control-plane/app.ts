@@ -209,7 +209,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const restEngines = new EnginePool(config.restApis.maxEngines);
   // large and MySQL-dialect statements are checked in this app's own worker thread
   const sqlChecker = new SqlChecker();
-  const live = liveRegistry(config, restEngines, sqlChecker);
+  // the shutdown also closes the API and file targets' gates: their waiters get its 503 at once
+  const live = liveRegistry(config, restEngines, sqlChecker, shutdownController.signal);
   const services: Services = {
     config,
     store,

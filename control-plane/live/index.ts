@@ -46,14 +46,15 @@ export class LiveRegistry {
 /**
  * The connectors of one app. `restEngines` is the app's pool of query engines for the API and
  * file targets, `checker` its SQL check worker: the app makes both (the pool sized by
- * SVC_LIVE_REST_ENGINES) and closes them at shutdown.
+ * SVC_LIVE_REST_ENGINES) and closes them at shutdown. `shutdown` is the app's shutdown signal
+ * (aborted after its drain): the API and file targets' gates close then (./rest/index.ts).
  */
-export function liveRegistry(config: Config, restEngines: EnginePool, checker: SqlChecker): LiveRegistry {
+export function liveRegistry(config: Config, restEngines: EnginePool, checker: SqlChecker, shutdown?: AbortSignal): LiveRegistry {
   const network = {
     allowPrivate: config.liveAllowPrivate,
     // the control plane's own databases are never a customer database
     reserved: [...reservedFromUrl(config.databaseUrl), ...reservedFromUrl(config.demoDatabaseUrl)],
   };
-  const connectors: LiveConnector[] = [new PostgresConnector(network, checker, config.livePoolSize), new MysqlConnector(network, checker, config.livePoolSize), ...restConnectors(config.restApis, restEngines)];
+  const connectors: LiveConnector[] = [new PostgresConnector(network, checker, config.livePoolSize), new MysqlConnector(network, checker, config.livePoolSize), ...restConnectors(config.restApis, restEngines, shutdown)];
   return new LiveRegistry(connectors, [postgresCredentialKind, mysqlCredentialKind, ...restCredentialKinds]);
 }

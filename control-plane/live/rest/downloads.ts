@@ -3,12 +3,13 @@
  *
  * Admission: a statement (or listing) that has to download a file first takes a place in a fair
  * gate (../../demo/gate.ts): at most `capacity` of them hold one in the process and at most
- * `perOrg` for one organization, waiting ones are served round-robin across organizations, and
- * one still waiting when its signal aborts (its deadline, a revocation, the shutdown) is refused
- * with the caller's `busy` error, having fetched nothing. A place is held until every statement
- * using what it downloaded has its rows where it needs them (loaded into its engine, or its
- * columns listed), since the parsed rows are what stays in memory; so the bytes the file reads
- * hold at once are bounded by the places, not by the number of statements sent.
+ * `perOrg` for one organization, and waiting ones are served round-robin across organizations.
+ * One still waiting when its signal aborts has fetched nothing and is answered as what stopped
+ * it: the shutdown's 503 (also when the gate is closed at shutdown, ../index.ts), a revocation,
+ * or at its deadline the caller's `busy` error. A place is held until every statement using what
+ * it downloaded has its rows where it needs them (loaded into its engine, or its columns listed),
+ * since the parsed rows are what stays in memory; so the bytes the file reads hold at once are
+ * bounded by the places, not by the number of statements sent.
  *
  * Sharing: the same file wanted by several statements while it is being downloaded is downloaded
  * once; a statement that finds every file it needs in flight (when it comes, or while it waits
@@ -23,7 +24,7 @@ import { createHash } from 'node:crypto';
 import { FairGate, GateError } from '../../demo/gate.js';
 import type { ApiError } from '../../errors.js';
 import { loadFile, type FileSpec, type LoadedFile } from './files.js';
-import { abortAnswer } from '../../query/errors.js';
+import { abortAnswer, shutdownStop } from '../../query/errors.js';
 import { timeoutError, type RequestPolicy } from './http.js';
 
 /** The files one statement (or listing) reads, and how. */
@@ -80,6 +81,14 @@ export class FileDownloads {
     this.gate = new FairGate(capacity, perOrg);
   }
 
+  /**
+   * The shutdown: statements waiting for a place are answered with its 503 at once, and none
+   * waits for one after it (downloads running stop when their statements do).
+   */
+  close(): void {
+    this.gate.close();
+  }
+
   /** downloads running in the process (tests, metrics) */
   get running(): number {
     return this.flights.size;
@@ -105,7 +114,7 @@ export class FileDownloads {
         place = new Place(await this.gate.acquire(r.orgId, Math.max(0, r.policy.deadline - Date.now()), { signal }));
       } catch (err) {
         if (joinable.signal.aborted && !r.policy.signal.aborted) continue;
-        if (err instanceof GateError) throw busy();
+        if (err instanceof GateError) throw gateAnswer(err, r.policy.signal, busy);
         throw err;
       } finally {
         this.waiting.delete(watch);
@@ -165,6 +174,15 @@ export class FileDownloads {
   private forget(f: Flight): void {
     if (this.flights.get(f.key) === f) this.flights.delete(f.key);
   }
+}
+
+/**
+ * A wait for a place that ended without one: the gate closed (the shutdown: its 503, not
+ * charged), else what stopped `signal` (query/errors.ts abortAnswer: the shutdown, a revocation),
+ * else `busy()` (its deadline came first).
+ */
+export function gateAnswer(err: GateError, signal: AbortSignal, busy: () => ApiError): ApiError {
+  return err.code === 'GATE_ERR_CLOSED' ? shutdownStop() : abortAnswer(signal, busy);
 }
 
 /** Who may share a download: never across organizations, credentials, or different limits. */

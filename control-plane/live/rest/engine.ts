@@ -6,8 +6,9 @@
  * parses them inside the worker, off the event loop), runs the checked statement in a READ ONLY
  * transaction as a non-owner role that can read only that schema, with the row and byte caps,
  * then drops the schema before the engine serves anyone else. An engine that fails to drop it,
- * hits the deadline (it is terminated at once), or has served many queries is ended and replaced
- * by a fresh one. Engines run on one empty image shared in memory (each holds only the files it
+ * whose query is stopped while rows load or the statement runs (its deadline, a revocation, the
+ * shutdown: the engine is terminated at once, and the query answered as what stopped it), or
+ * that has served many queries is ended and replaced by a fresh one. Engines run on one empty image shared in memory (each holds only the files it
  * writes: the rows it loads, dropped with its schema); starting one still takes about a second,
  * which is why engines are reused; the data never is.
  */
@@ -16,10 +17,9 @@ import { EmbeddedError, EmbeddedPostgres, IMAGE_INITDB } from '../../embedded/in
 import type { ReadQueryResult } from '../../results/index.js';
 import { unpackImage, type DataImage } from '../../embedded/image-fs.js';
 import { ApiError } from '../../errors.js';
-import { statementRejected } from '../../query/errors.js';
+import { abortAnswer, shutdownStop, statementRejected } from '../../query/errors.js';
 import { quoteIdent } from '../../query/sql/quote.js';
 import type { SqlType } from './spec.js';
-import { abortAnswer } from '../../query/errors.js';
 import { timeoutError } from './http.js';
 
 export const LIVE_READER_ROLE = 'svc_live_reader';
@@ -124,7 +124,7 @@ export class EnginePool {
   }
 
   async take(signal: AbortSignal): Promise<Engine> {
-    if (this.closed) throw new ApiError('service_unavailable', 'the service is shutting down', { reason: 'engine_unavailable' });
+    if (this.closed) throw shutdownStop();
     const idle = this.idle.pop();
     if (idle) {
       clearTimeout(idle.idleTimer);
@@ -146,7 +146,7 @@ export class EnginePool {
       signal.addEventListener('abort', onAbort, { once: true });
       this.waiters.push(give);
     });
-    if (!got) throw new ApiError('service_unavailable', 'the embedded engine for live queries could not start; retry shortly', { reason: 'engine_unavailable' });
+    if (!got) throw this.closed ? shutdownStop() : new ApiError('service_unavailable', 'the embedded engine for live queries could not start; retry shortly', { reason: 'engine_unavailable' });
     return got;
   }
 
@@ -190,6 +190,11 @@ export class EnginePool {
   }
 }
 
+/** A query engine that ended under a statement with nothing stopping it (not its deadline: not charged). */
+function engineStopped(): ApiError {
+  return new ApiError('service_unavailable', 'the query engine stopped unexpectedly; retry', { reason: 'engine_unavailable' });
+}
+
 /** A physical schema name for one query's tables (random: no query can name another's). */
 export function querySchema(): string {
   return `q_${randomBytes(12).toString('hex')}`;
@@ -207,11 +212,13 @@ export class QueryDatabase {
     private readonly engine: Engine,
     /** physical schema of this query's tables ({@link querySchema}) */
     readonly schema: string,
+    /** the statement's: its deadline, revocation, the shutdown; a load still running then is stopped */
+    private readonly signal: AbortSignal,
   ) {}
 
   static async open(pool: EnginePool, signal: AbortSignal, schema: string): Promise<QueryDatabase> {
     const engine = await pool.take(signal);
-    return new QueryDatabase(pool, engine, schema);
+    return new QueryDatabase(pool, engine, schema, signal);
   }
 
   async createTable(table: string, columns: readonly LoadColumn[]): Promise<void> {
@@ -236,13 +243,28 @@ export class QueryDatabase {
     await this.load(() => this.engine.db.query(sql, [json]));
   }
 
+  /**
+   * Tables made and rows loaded, stopped as the statement's read is: at the signal the engine is
+   * terminated (never reused) and the load answers what stopped it (query/errors.ts abortAnswer:
+   * the shutdown's 503, not charged; a revocation; else the deadline's query_timeout).
+   */
   private async load(work: () => Promise<unknown>): Promise<void> {
+    const signal = this.signal;
+    if (signal.aborted) throw abortAnswer(signal, timeoutError);
+    const onAbort = (): void => {
+      this.failed = true;
+      void this.engine.db.terminate();
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
     try {
       await work();
     } catch (err) {
       this.failed = true;
-      if (err instanceof EmbeddedError && err.code === 'EMBEDDED_ERR_TERMINATED') throw timeoutError();
+      if (signal.aborted) throw abortAnswer(signal, timeoutError);
+      if (err instanceof EmbeddedError && err.code === 'EMBEDDED_ERR_TERMINATED') throw engineStopped();
       throw new ApiError('internal_error', 'loading the fetched rows into the query engine failed', { reason: 'load_failed' });
+    } finally {
+      signal.removeEventListener('abort', onAbort);
     }
   }
 
@@ -266,7 +288,7 @@ export class QueryDatabase {
       if (signal.aborted) throw abortAnswer(signal, timeoutError);
       if (err instanceof EmbeddedError && err.code === 'EMBEDDED_ERR_TERMINATED') {
         this.failed = true;
-        throw new ApiError('service_unavailable', 'the query engine stopped unexpectedly; retry', { reason: 'engine_unavailable' });
+        throw engineStopped();
       }
       if (err instanceof EmbeddedError) {
         if (err.sqlState === '53200' || err.sqlState === '54000') {

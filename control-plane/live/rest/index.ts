@@ -20,11 +20,11 @@ import { fileSpecs, REST_CREDENTIAL_KINDS } from './credentials.js';
 import { EnginePool, QueryDatabase, querySchema } from './engine.js';
 import { fetchTable, windowsOf, type TableFetch } from './fetch.js';
 import type { FileSpec, LoadedFile } from './files.js';
-import { FileDownloads, type FileReads } from './downloads.js';
+import { FileDownloads, gateAnswer, type FileReads } from './downloads.js';
 import type { RequestPolicy } from './http.js';
 import type { ApiSpec } from './spec.js';
 import { definedTable, type SchemaListing } from '../../query/schema.js';
-import { FairGate } from '../../demo/gate.js';
+import { FairGate, GateError } from '../../demo/gate.js';
 
 export { EnginePool } from './engine.js';
 export { nextLink } from './apis/github.js';
@@ -259,17 +259,19 @@ const downloadsBusy = (): ApiError =>
 
 /**
  * A place among the file listings running (`listings`, one per organization), waited for until
- * `signal` aborts (the deadline, a revocation, the shutdown): then `listing_busy`.
+ * `signal` aborts or the gate closes: then the shutdown's 503 or a revocation's answer, or at the
+ * deadline `listing_busy`.
  */
 async function admitted(listings: FairGate, orgId: string, signal: AbortSignal, deadline: number): Promise<() => void> {
   try {
     return await listings.acquire(orgId, Math.max(0, deadline - Date.now()), { signal });
-  } catch {
-    throw listingBusy();
+  } catch (err) {
+    if (err instanceof GateError) throw gateAnswer(err, signal, listingBusy);
+    throw err;
   }
 }
 
-function filesConnector(config: RestConfig, engines: EnginePool): LiveConnector {
+function filesConnector(config: RestConfig, engines: EnginePool, shutdown: AbortSignal | undefined): LiveConnector {
   const schema = schemaOf('http-files');
   const maxBytes = config.httpFilesMaxBytes ?? DEFAULT_FILE_BYTES;
   // A listing is free, so it must not be a way to make the control plane download and parse
@@ -281,6 +283,14 @@ function filesConnector(config: RestConfig, engines: EnginePool): LiveConnector 
   // engines may run, half of them (at least one) for one organization; the same file wanted by
   // several at once is downloaded once (./downloads.ts).
   const downloads = new FileDownloads(places, Math.max(1, Math.floor(places / 2)));
+  // the app's shutdown (after its drain) closes both gates: their waiters get its 503 at once,
+  // whatever their own signal, and nothing waits for a place after it
+  const close = (): void => {
+    listings.close();
+    downloads.close();
+  };
+  if (shutdown?.aborted) close();
+  else shutdown?.addEventListener('abort', close, { once: true });
   /** How `count` files read at once are fetched. */
   const filePolicy = (count: number, signal: AbortSignal, deadline: number): RequestPolicy => {
     // the files one statement reads hold at most twice what one file may, together: each of them
@@ -310,6 +320,7 @@ function filesConnector(config: RestConfig, engines: EnginePool): LiveConnector 
   return {
     targetId: 'http-files',
     credentialKind: 'http-files',
+    close,
     prepare(sqlText: string, scopes: ParsedScopes, _target: Target): PreparedLiveQuery {
       const physical = querySchema();
       const { policy, checked } = discover(sqlText, schema, physical, scopes.read);
@@ -385,15 +396,17 @@ function fileReads(ctx: LiveRunContext, files: readonly FileSpec[], policy: Requ
 
 /**
  * One connector per REST target. Their statements run on `engines`, a pool its owner makes
- * (the app: control-plane/app.ts, sized by SVC_LIVE_REST_ENGINES), warms and closes.
+ * (the app: control-plane/app.ts, sized by SVC_LIVE_REST_ENGINES), warms and closes. `shutdown`
+ * is the owner's shutdown signal: when it aborts, the file listings and downloads still waiting
+ * for their turn are answered with the shutdown's 503 at once, and none is admitted after it.
  */
-export function restConnectors(config: RestConfig, engines: EnginePool): LiveConnector[] {
+export function restConnectors(config: RestConfig, engines: EnginePool, shutdown?: AbortSignal): LiveConnector[] {
   return [
     apiConnector(STRIPE, config.stripeApiBase, config, engines),
     apiConnector(GITHUB, config.githubApiBase, config, engines),
     apiConnector(HUBSPOT, config.hubspotApiBase, config, engines),
     apiConnector(SALESFORCE, config.salesforceApiBase, config, engines),
-    filesConnector(config, engines),
+    filesConnector(config, engines, shutdown),
   ];
 }
 

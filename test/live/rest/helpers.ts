@@ -76,8 +76,9 @@ export function target(id: string): Target {
  */
 export const engines = new EnginePool(4);
 
-export function connector(id: string, config: RestConfig, pool: EnginePool = engines): LiveConnector {
-  const c = restConnectors(config, pool).find((x) => x.targetId === id);
+/** The connector of target `id`, as an app makes it (`shutdown`: the app's shutdown signal, aborted when it closes). */
+export function connector(id: string, config: RestConfig, pool: EnginePool = engines, shutdown?: AbortSignal): LiveConnector {
+  const c = restConnectors(config, pool, shutdown).find((x) => x.targetId === id);
   if (!c) throw new Error(`no connector ${id}`);
   return c;
 }
