@@ -292,6 +292,40 @@ export function readSettings(env: Env): { readonly values: SettingValues; readon
   return { values: values as SettingValues, problems };
 }
 
+/** `SVC_` variables other programs read (docs/configuration.md): not the control plane's, not a typo. */
+const OTHER_PROGRAMS: ReadonlySet<string> = new Set(['SVC_BASE_URL', 'SVC_API_KEY', 'SVC_CONFIG', 'SVC_TEST_FORCE_PGLITE']);
+
+/** Edit distance (insertions, deletions, substitutions) between two short names. */
+function distance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) row.push(Math.min((prev[j] as number) + 1, (row[j - 1] as number) + 1, (prev[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1)));
+    prev = row;
+  }
+  return prev[b.length] as number;
+}
+
+/**
+ * `SVC_` variables set in `env` that no svc program reads (names only, never values), each with
+ * the setting it is closest to when one is near: a misspelt setting is otherwise silently its
+ * default. The control plane logs them at start (control-plane/main.ts).
+ */
+export function unknownSettings(env: Env): { readonly name: string; readonly suggestion?: string }[] {
+  const known = Object.keys(SETTINGS);
+  return Object.keys(env)
+    .filter((name) => name.startsWith('SVC_') && !(name in SETTINGS) && !OTHER_PROGRAMS.has(name))
+    .sort()
+    .map((name) => {
+      let best: { name: string; d: number } | undefined;
+      for (const k of known) {
+        const d = distance(name, k);
+        if (d <= 3 && (!best || d < best.d)) best = { name: k, d };
+      }
+      return best ? { name, suggestion: best.name } : { name };
+    });
+}
+
 export function loadConfig(env: Env = process.env, cwd: string = process.cwd()): Config {
   const { values: v, problems } = readSettings(env);
   if (problems.length > 0) throw new ConfigError(problems);

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /** `npm start`: validate config, build, listen; drain and close on SIGTERM/SIGINT. */
 import { buildApp, closeDrainMs } from './app.js';
-import { ConfigError, loadConfig } from './config.js';
+import { ConfigError, loadConfig, unknownSettings } from './config.js';
 
 /** A shutdown still not done this long after the app's own drain may have ended exits 1. */
 const SHUTDOWN_DEADLINE_GRACE_MS = 10_000;
@@ -19,6 +19,9 @@ async function main(): Promise<void> {
   }
   const started = Date.now();
   const { app, demoReady, startTunnel } = await buildApp(config);
+  for (const u of unknownSettings(process.env)) {
+    app.log.warn({ variable: u.name, ...(u.suggestion ? { did_you_mean: u.suggestion } : {}) }, 'an SVC_ environment variable svc does not read: ignored (docs/configuration.md lists every setting)');
+  }
   await app.listen({ host: config.host, port: config.port });
   const tunnel = await startTunnel();
   app.log.info({ port: tunnel.port, tunnel_url: config.tunnelPublicUrl }, 'relay tunnel listener ready');

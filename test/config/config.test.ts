@@ -6,7 +6,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
-import { ConfigError, loadConfig, parseDuration, readSettings, SETTINGS } from '../../control-plane/config.js';
+import { ConfigError, loadConfig, parseDuration, readSettings, SETTINGS, unknownSettings } from '../../control-plane/config.js';
 import { ROOT as root } from '../cli/dist.js';
 
 const problemsOf = (env: Record<string, string>): readonly string[] => {
@@ -214,4 +214,24 @@ t.test('every setting is in the operator documentation’s configuration table',
   const docs = [path.join(root, 'README.md'), ...fs.readdirSync(path.join(root, 'docs'), { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.md')).map((f) => path.join(root, 'docs', f))];
   const rows = docs.flatMap((f) => fs.readFileSync(f, 'utf8').split('\n')).filter((l) => l.startsWith('|'));
   for (const name of Object.keys(SETTINGS)) t.ok(rows.some((l) => l.includes(`\`${name}\``)), `${name} has a table row`);
+});
+
+t.test('SVC_ variables no svc program reads are named, with the setting they are closest to', async (t) => {
+  const env = {
+    SVC_RATE_LIMT: '5', // a typo of SVC_RATE_LIMIT
+    SVC_QUERY_TIMEOUT: '1000', // SVC_QUERY_TIMEOUT_MS, three letters away
+    SVC_SOMETHING_ELSE_ENTIRELY: 'x',
+    SVC_RATE_LIMIT: '20', // a setting
+    SVC_API_KEY: 'svc_conn_x', // the CLI's
+    SVC_BASE_URL: 'http://x', // the CLI's
+    NOT_SVC_RATE_LIMT: '1', // not ours
+  };
+  t.same(unknownSettings(env), [
+    { name: 'SVC_QUERY_TIMEOUT', suggestion: 'SVC_QUERY_TIMEOUT_MS' },
+    { name: 'SVC_RATE_LIMT', suggestion: 'SVC_RATE_LIMIT' },
+    { name: 'SVC_SOMETHING_ELSE_ENTIRELY' },
+  ]);
+  t.same(unknownSettings({}), []);
+  for (const name of Object.keys(SETTINGS)) if (name.startsWith('SVC_')) t.same(unknownSettings({ [name]: '1' }), [], `${name} is a setting`);
+  t.notOk(JSON.stringify(unknownSettings({ SVC_MASTER_KY: 'secret-value-123' })).includes('secret-value-123'), 'names only, never values');
 });

@@ -41,7 +41,8 @@ t.test('invalid configuration stops the start, naming every bad variable', async
 t.test('start, serve, shut down gracefully, and keep state across a restart', async (t) => {
   const dataDir = await tempDir();
   t.teardown(() => fs.rm(dataDir, { recursive: true, force: true }));
-  const env = { SVC_DATA_DIR: dataDir, PORT: '0', SVC_TUNNEL_PORT: '0', LOG_LEVEL: 'info' };
+  // a misspelt setting is named in the log with the one it is closest to (never its value)
+  const env = { SVC_DATA_DIR: dataDir, PORT: '0', SVC_TUNNEL_PORT: '0', LOG_LEVEL: 'info', SVC_RATE_LIMT: 'typo-value-7' };
   // a damaged saved demo image (a disk error) is built again rather than stopping the demo
   const imageFile = path.join(dataDir, 'demo', `demo-${demoFingerprint(new Catalogue().datasets)}.tar.gz`);
   await fs.mkdir(path.dirname(imageFile), { recursive: true });
@@ -62,6 +63,8 @@ t.test('start, serve, shut down gracefully, and keep state across a restart', as
   first.child.kill('SIGTERM');
   t.equal(await exitOf(first.child), 0, 'SIGTERM drains and exits 0');
   t.notMatch(first.output(), new RegExp(key.slice(9)), 'the key never appears in the logs');
+  t.match(first.output(), /"variable":"SVC_RATE_LIMT","did_you_mean":"SVC_RATE_LIMIT".*does not read/, 'an unknown SVC_ variable is logged with its nearest setting');
+  t.notMatch(first.output(), /typo-value-7/, 'without its value');
   t.ok((await fs.readdir(path.join(dataDir, 'demo'))).some((f) => f.endsWith('.tar.gz')), 'the demo image is kept for the next start');
   const rebuilt = await unpackImage(await fs.readFile(imageFile));
   t.ok(rebuilt.entries.some((e) => e.path === 'PG_VERSION'), 'the damaged image was replaced by a sound one');
