@@ -176,3 +176,34 @@ for (const make of [postgresKind, mysqlKind]) {
     await api(srv.url, 'DELETE', `/v1/connections/credentials/${kind.target}`, { key: s.key });
   });
 }
+
+// (before the schema route listened for its agent leaving, the listing waited for the pooled
+// connection until its deadline and was audited as service_unavailable)
+for (const make of [postgresKind, mysqlKind]) {
+  t.test(`${make === postgresKind ? 'postgres' : 'mysql'}: a schema listing whose agent leaves is stopped, audited as client_closed_request, never charged`, async (t) => {
+    const kind = make();
+    if (typeof kind === 'string') return t.skip(kind, () => undefined);
+    const s = await setUp(t, kind, `Gone schema ${kind.target}`);
+    const running = srv.svc.services.running;
+    const balance0 = await s.balance();
+
+    const busy = sendThenLeave(srv.url, 'POST', `/v1/connections/${s.conn}/query`, s.key, { sql: SLOW });
+    await until('a statement holds the pooled connection', async () => (await kind.slowRunning()) === 1);
+    const listing = sendThenLeave(srv.url, 'GET', `/v1/connections/${s.conn}/schema`, s.key);
+    await until('the listing waits for the pooled connection', () => s.pool.waiting(s.orgId) === 1 && running.count(s.conn) === 2);
+    listing.leave();
+    t.equal(await listing.done, undefined, 'the agent left before any answer');
+    await until('the listing is stopped (its deadline is 20 s)', () => running.count(s.conn) === 1 && s.pool.waiting(s.orgId) === 0);
+    const schema = await s.events('schema');
+    t.equal(schema.length, 1);
+    t.match(schema[0], { outcome: 'error', error_code: 'client_closed_request' }, 'audited as client_closed_request');
+    t.notOk(schema[0] && 'cost_cents' in schema[0], 'no charge in its event');
+
+    busy.leave();
+    await until('the statement is stopped', () => running.count(s.conn) === 0);
+    t.equal(cents(balance0 - (await s.balance())), s.price, 'the wallet paid only the statement that ran');
+    const listed = await api<{ tables?: { name: string }[] }>(srv.url, 'GET', `/v1/connections/${s.conn}/schema`, { key: s.key });
+    t.equal(listed.body.tables?.length, 1, 'the next listing answers');
+    await api(srv.url, 'DELETE', `/v1/connections/credentials/${kind.target}`, { key: s.key });
+  });
+}
