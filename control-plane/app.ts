@@ -2,6 +2,7 @@
  * buildApp(config) assembles the control plane without listening: the store (migrated), the
  * catalogue, the demo engine (warming up in the background), and one route plugin per resource.
  */
+import type { Socket } from 'node:net';
 import Fastify from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Catalogue } from './catalogue/index.js';
@@ -171,6 +172,23 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       throw new ApiError('service_unavailable', 'the service is shutting down; retry shortly', undefined, { 'Retry-After': '1' });
     }
   });
+  // connections that have sent no request yet (e.g. the spare keep-alive connection Node's fetch
+  // opens after an aborted request): Node's close ends only idle ones, after a request, and waits
+  // for these until their client hangs up (70 s for fetch: Fastify's keep-alive hint less 2 s)
+  const unused = new Set<Socket>();
+  app.server.on('connection', (socket: Socket) => {
+    unused.add(socket);
+    socket.once('close', () => unused.delete(socket));
+  });
+  app.server.on('request', (req: { socket: Socket }) => unused.delete(req.socket));
+  // ended once the server stops accepting (Fastify calls its close after the preClose hooks, as
+  // Node ends the idle ones there): nothing was asked on them, nothing is lost
+  const serverClose = app.server.close.bind(app.server);
+  app.server.close = (callback?: (err?: Error) => void) => {
+    serverClose(callback);
+    for (const socket of unused) socket.destroy();
+    return app.server;
+  };
   app.addHook('preClose', async () => {
     closing = true;
     if (inflight > 0) {

@@ -148,6 +148,11 @@ export class LiveConnections<C extends object> {
     }, { 'Retry-After': '1' });
   }
 
+  /** How many of `orgId`'s statements wait for a connection now (all of its connections are busy). */
+  waiting(orgId: string): number {
+    return this.pools.get(orgId)?.waiters.length ?? 0;
+  }
+
   /** Gives `client` back (`reusable`: its transaction ended cleanly), or ends it. */
   release(orgId: string, key: string, client: C, reusable: boolean): void {
     const pool = this.pools.get(orgId);

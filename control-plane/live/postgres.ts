@@ -87,6 +87,8 @@ export function preparedFrom(
 export class PostgresConnector implements LiveConnector {
   readonly targetId = 'postgres';
   readonly credentialKind = 'postgres';
+  /** a statement may wait for a pooled connection: it starts when it is sent (ctx.onStart) */
+  readonly signalsStart = true;
 
   /** pooled connections per organization, for its current credential (pool.ts) */
   readonly connections: LiveConnections<pg.Client>;
@@ -147,6 +149,9 @@ export class PostgresConnector implements LiveConnector {
 
     const key = poolKey([ctx.credential.version ?? null, secret, ctx.credential.options, address]);
     const client = await this.connections.acquire(ctx.orgId, key, () => connect(settings, tlsFor(url, opts), opts.sslmode === 'prefer', secret, url), deadline, ctx.signal);
+    // it has its connection: the statement goes to the database now (acquire gave up, and ran
+    // nothing, when its signal aborted while it waited)
+    ctx.onStart?.();
     // one round trip (pg-read): READ ONLY, statement_timeout, the cursor read under the caps,
     // ROLLBACK; cancelled at the database (CancelRequest) at the deadline or when the query is
     // stopped; a row larger than the budget left is never read (the wire guard closes the socket

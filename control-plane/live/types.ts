@@ -64,6 +64,11 @@ export interface LiveRunContext {
   readonly limits: LiveLimits;
   /** aborted at the deadline or when the control plane shuts down: stop fetching, cancel the statement */
   readonly signal: AbortSignal;
+  /**
+   * called once the statement is sent to its source (it is charged from then on when its agent
+   * leaves); a connector that does not declare {@link LiveConnector.signalsStart} never calls it
+   */
+  readonly onStart?: () => void;
 }
 
 export interface LiveConnector {
@@ -71,6 +76,11 @@ export interface LiveConnector {
   readonly targetId: string;
   /** the credential kind it needs (docs/credentials-and-live-targets.md: the kind of the same name) */
   readonly credentialKind: string;
+  /**
+   * `run` calls `ctx.onStart` itself, when the statement is sent to the source (after a wait for
+   * a pooled connection); without it, the statement counts as started when `run` is called
+   */
+  readonly signalsStart?: boolean;
   /**
    * Parse, check and rewrite the agent's statement for these scopes. Throws SqlPolicyError
    * (`invalid_sql` / `scope_violation`) or ApiError (`invalid_scope`, …). No I/O.

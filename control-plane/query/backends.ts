@@ -50,8 +50,9 @@ export interface RunContext {
   /** the client's address (free work is shared fairly by it) */
   readonly address?: string | undefined;
   /**
-   * called when the statement reaches its source: a demo engine admitted it (it may wait for one
-   * first); the relay and the connectors call it at once
+   * called when the statement reaches its source: a demo engine admitted it, or a `postgres` /
+   * `mysql` statement got one of its organization's pooled connections and was sent (each may
+   * wait first); the relay and the other connectors call it at once
    */
   readonly onStart?: () => void;
 }
@@ -242,8 +243,10 @@ export class ConnectorBackend implements Backend {
 
   async run(q: PreparedStatement, ctx: RunContext): Promise<ReadQueryResult> {
     const { connector, prepared } = q.plan as { connector: LiveConnector; prepared: PreparedLiveQuery };
-    ctx.onStart?.();
-    return this.withCredential(connector, ctx, (live) => connector.run(prepared, live));
+    // a pooled connector says when its statement is sent (it may wait for a connection first)
+    const onStart = ctx.onStart;
+    if (!connector.signalsStart) onStart?.();
+    return this.withCredential(connector, ctx, (live) => connector.run(prepared, connector.signalsStart && onStart ? { ...live, onStart } : live));
   }
 
   async describe(target: Target, ctx: DescribeContext): Promise<SchemaListing> {

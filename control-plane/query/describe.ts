@@ -2,8 +2,9 @@
  * `GET /v1/connections/{id}/schema`: the tables and columns a connection may read, listed by the
  * service itself (query/schema.ts says how each kind of source is read; never the agent's SQL).
  * Not billed; refused on a revoked or expired connection as a query is (410), stopped like a
- * running query when the connection is revoked meanwhile, and audited in the connection's chain
- * as a `schema` event (its outcome and the tables listed), whatever the outcome.
+ * running query when the connection is revoked meanwhile or when its agent closes its connection
+ * before the answer (audited as `client_closed_request`, as a query is), and audited in the
+ * connection's chain as a `schema` event (its outcome and the tables listed), whatever the outcome.
  */
 import { appendPending, PendingEvent } from '../audit/index.js';
 import { appendIfAnswerable } from '../billing/index.js';
@@ -12,6 +13,7 @@ import { assertUsable, getConnection } from '../connections/index.js';
 import { ApiError, isApiError } from '../errors.js';
 import { backendFor } from './backends.js';
 import type { QueryDeps } from './engine.js';
+import { clientClosed } from './errors.js';
 import { stoppedError } from './running.js';
 import type { SchemaTable } from './schema.js';
 
@@ -38,7 +40,13 @@ function translate(err: unknown): ApiError {
   return err;
 }
 
-export async function describeSchema(deps: QueryDeps, orgId: string, connectionId: string, caller: { readonly keyId?: string } = {}): Promise<SchemaResponse> {
+export interface SchemaCaller {
+  readonly keyId?: string;
+  /** aborted when the agent closes its connection before the answer (routes/connections.ts): the listing stops at its source */
+  readonly gone?: AbortSignal;
+}
+
+export async function describeSchema(deps: QueryDeps, orgId: string, connectionId: string, caller: SchemaCaller = {}): Promise<SchemaResponse> {
   const started = Date.now();
   // read fresh (not from the query path's cache): a revocation made anywhere answers 410 here
   const conn = await getConnection(deps.store, orgId, connectionId);
@@ -68,15 +76,17 @@ export async function describeSchema(deps: QueryDeps, orgId: string, connectionI
   try {
     let listing;
     try {
+      if (caller.gone?.aborted) throw clientClosed();
       listing = await backendFor(deps.backends, target).describe(target, {
         orgId,
         connectionId: conn.id,
         scopes,
         limits: { timeoutMs: deps.limits.queryTimeoutMs, maxRows: deps.limits.maxRows, maxBytes: deps.limits.maxResultBytes },
-        signal: running.signal,
+        signal: caller.gone ? AbortSignal.any([running.signal, caller.gone]) : running.signal,
       });
     } catch (err) {
-      return fail(running.reason() ?? err);
+      // a revocation first; else the agent left (nobody to answer): stopped at its source
+      return fail(running.reason() ?? (caller.gone?.aborted ? clientClosed() : err));
     }
     const stopped = running.reason();
     if (stopped) return fail(stopped);

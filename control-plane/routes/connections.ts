@@ -122,10 +122,15 @@ export function connectionRoutes(app: App, s: Services): void {
         response: { ...errors(400, 404, 410, 503, 504), 200: SchemaListing },
       },
     },
-    async (req) => {
+    async (req, reply) => {
       const { orgId, keyId } = principalOf(req);
+      // the agent closing its connection before the answer stops the listing at its source
+      const gone = new AbortController();
+      reply.raw.once('close', () => {
+        if (!reply.raw.writableFinished) gone.abort(clientClosed());
+      });
       // the same shape, its arrays read-only
-      return (await s.track(() => describeSchema(queryDeps(s), orgId, req.params.connection_id, { keyId }))) as Static<typeof SchemaListing>;
+      return (await s.track(() => describeSchema(queryDeps(s), orgId, req.params.connection_id, { keyId, gone: gone.signal }))) as Static<typeof SchemaListing>;
     },
   );
 

@@ -5,6 +5,7 @@
  * leaving just before the deadline would make any statement free).
  */
 import t from 'tap';
+import { sendThenLeave } from '../helpers/leave.js';
 import { api, openConnection, signupAgent, startServer, type TestServer } from '../helpers/server.js';
 
 let srv: TestServer;
@@ -32,18 +33,12 @@ t.test('closing the connection mid-statement stops it, audits it as client_close
   const running = srv.svc.services.running;
   const engine = await srv.svc.demoReady;
 
-  const leave = new AbortController();
-  const sent = fetch(`${srv.url}/v1/connections/${conn}/query`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${a.key}` },
-    body: JSON.stringify({ sql: 'SELECT count(*) AS n FROM encounters a, encounters b, encounters c' }),
-    signal: leave.signal,
-  }).catch((err: unknown) => err);
+  const sent = sendThenLeave(srv.url, 'POST', `/v1/connections/${conn}/query`, a.key, { sql: 'SELECT count(*) AS n FROM encounters a, encounters b, encounters c' });
   await until('the statement runs', () => running.count(conn) === 1 && engine.stats().running === 1);
   await new Promise((r) => setTimeout(r, 300));
   const leftAt = Date.now();
-  leave.abort();
-  t.ok((await sent) instanceof Error, 'the client gave up');
+  sent.leave();
+  t.equal(await sent.done, undefined, 'the client gave up before any answer');
   await until('the statement is stopped (its deadline is 20 s)', () => running.count(conn) === 0 && engine.stats().running === 0);
   t.comment(`stopped ${Date.now() - leftAt} ms after the client left`);
 
@@ -73,30 +68,22 @@ t.test('closing the connection while the statement waits for an engine charges n
   const conn = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:encounters']);
   const running = srv.svc.services.running;
   const engine = await srv.svc.demoReady;
-  const send = (leave: AbortController): Promise<unknown> =>
-    fetch(`${srv.url}/v1/connections/${conn}/query`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${a.key}` },
-      body: JSON.stringify({ sql: 'SELECT count(*) AS n FROM encounters a, encounters b, encounters c' }),
-      signal: leave.signal,
-    }).catch((err: unknown) => err);
-  const leaveFirst = new AbortController();
-  const first = send(leaveFirst);
+  const send = () => sendThenLeave(srv.url, 'POST', `/v1/connections/${conn}/query`, a.key, { sql: 'SELECT count(*) AS n FROM encounters a, encounters b, encounters c' });
+  const first = send();
   await until('the first statement runs', () => running.count(conn) === 1 && engine.stats().running === 1);
-  const leaveQueued = new AbortController();
-  const queued = send(leaveQueued);
+  const queued = send();
   await until('the second statement waits', () => running.count(conn) === 2);
   await new Promise((r) => setTimeout(r, 300));
   t.equal(engine.stats().running, 1, 'the second statement waits for the engine (its organization holds its share)');
-  leaveQueued.abort();
-  await queued;
+  queued.leave();
+  await queued.done;
   await until('the waiting statement is stopped', () => running.count(conn) === 1);
   const r = await api<{ events: { body?: AuditEvent }[] }>(srv.url, 'GET', `/v1/connections/${conn}/audit`, { key: a.key });
   const events = r.body.events.map((e) => e.body ?? (e as unknown as AuditEvent)).filter((e) => e.type === 'query');
   t.equal(events.length, 1, 'only the statement that left is settled');
   t.match(events[0], { outcome: 'error', error_code: 'client_closed_request' });
   t.equal(events[0]?.cost_cents ?? 0, 0, 'never ran: not charged');
-  leaveFirst.abort();
-  await first;
+  first.leave();
+  await first.done;
   await until('the first statement is stopped', () => running.count(conn) === 0);
 });

@@ -112,6 +112,8 @@ const MYSQL_DRIVER: PoolDriver<Conn> = {
 export class MysqlConnector implements LiveConnector {
   readonly targetId = 'mysql';
   readonly credentialKind = 'mysql';
+  /** a statement may wait for a pooled connection: it starts when it is sent (ctx.onStart) */
+  readonly signalsStart = true;
 
   /** pooled connections per organization, for its current credential (pool.ts) */
   readonly connections: LiveConnections<Conn>;
@@ -216,6 +218,8 @@ export class MysqlConnector implements LiveConnector {
       if (info.mariadb) await run1(conn, `SET SESSION max_statement_time = ${seconds.toFixed(3)}`);
       else await run1(conn, `SET SESSION max_execution_time = ${Math.max(1, Math.ceil(seconds * 1000))}`);
       await run1(conn, 'START TRANSACTION READ ONLY');
+      if (ctx.signal.aborted) throw Object.assign(new Error('stopped before it was sent'), { errno: 1317 });
+      ctx.onStart?.(); // the statement goes to the database now
       const result = await stream(conn, q.sql, ctx.limits.maxRows, ctx.limits.maxBytes, () => {
         broken = true;
         kill();
