@@ -60,6 +60,8 @@ export const CLOSE_DRAIN_GRACE_MS = 5_000;
 export function closeDrainMs(config: Config): number {
   return config.shutdownDrainMs ?? config.limits.queryTimeoutMs + CLOSE_DRAIN_GRACE_MS;
 }
+/** What a close hook may take besides the drain (closing the engines, the store, the workers). */
+const CLOSE_HOOKS_GRACE_MS = 30_000;
 /** How often money held by queries a crash or kill interrupted is looked for (and given back). */
 const RESERVATION_SWEEP_MS = 60_000;
 /** A hold is taken as interrupted once older than twice the statement deadline plus this. */
@@ -145,6 +147,10 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     // the whole request (headers and body) must arrive within this, else 408 (a body trickled
     // a byte at a time held its socket for Node's default 300 s)
     requestTimeout: REQUEST_TIMEOUT_MS,
+    // Fastify gives each hook this long, close hooks included (10 s by default): the preClose drain
+    // below waits up to closeDrainMs (the statement deadline + 5 s by default), so a close with a
+    // statement still running failed with AVV_ERR_READY_TIMEOUT and closed nothing after it
+    pluginTimeout: closeDrainMs(config) + CLOSE_HOOKS_GRACE_MS,
   }).withTypeProvider<TypeBoxTypeProvider>();
   warn = (message) => app.log.warn(message);
   info = (message, fields) => app.log.info(fields ?? {}, message);

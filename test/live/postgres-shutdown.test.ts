@@ -88,4 +88,33 @@ if (!(await realPostgresAvailable())) {
     t.match(event, { type: 'query', outcome: 'error', error_code: 'service_unavailable' }, 'audited as stopped by the shutdown');
     t.notOk(event && typeof event.cost_cents === 'number' && event.cost_cents > 0, `the event holds no charge: ${JSON.stringify(event)}`);
   });
+
+  t.test('a drain longer than the web framework\'s 10 s hook limit: the close still completes', async (t) => {
+    const db: CustomerDatabase = await customerDatabase('svc_live_shutdown_long');
+    t.teardown(() => db.drop());
+    const dataDir = await tempDir();
+    t.teardown(() => fs.rm(dataDir, { recursive: true, force: true }));
+    const c = new pg.Client({ connectionString: db.url });
+    await c.connect();
+    t.teardown(() => c.end());
+    // the default drain is the statement deadline (10 s) + 5 s: past Fastify's 10 s limit for a
+    // close hook, which failed the close with AVV_ERR_READY_TIMEOUT while a statement still ran
+    const srv = await startServer({ dataDir, env: { SVC_LIVE_ALLOW_PRIVATE: '1', SVC_SHUTDOWN_DRAIN_MS: '10500' }, limits: { queryTimeoutMs: 60_000 } });
+    const a = await signupAgent(srv.url);
+    const cred = await api(srv.url, 'POST', '/v1/connections/credentials', { key: a.key, body: { connector_kind: 'postgres', secret: `${db.url}${db.url.includes('?') ? '&' : '?'}sslmode=disable` } });
+    t.equal(cred.status, 201, cred.text);
+    await c.query('CREATE TABLE t (id int PRIMARY KEY)');
+    await c.query('INSERT INTO t SELECT generate_series(1, 300)');
+    const conn = await openConnection(srv.url, a.key, 'postgres', ['read:t']);
+    const answer = api<Body>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: 'SELECT count(*) FROM t a, t b, t c, t d, t e' } });
+    const ours = `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'svc-live' AND state = 'active' AND datname = current_database()`;
+    for (let i = 0; i < 100 && ((await c.query<{ n: number }>(ours)).rows[0]?.n ?? 0) === 0; i++) await new Promise((res) => setTimeout(res, 50));
+    const closed = srv.close().then(
+      () => 'closed',
+      (err: unknown) => `failed: ${(err as Error).message}`,
+    );
+    const r = await answer;
+    t.equal(r.status, 503, r.text);
+    t.equal(await closed, 'closed', 'the close completes after the drain');
+  });
 }
