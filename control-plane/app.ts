@@ -10,7 +10,7 @@ import { randomId } from './ids.js';
 import type { Config } from './config.js';
 import { startDemoEngine } from './demo/engine.js';
 import type { DemoEngine } from './demo/query.js';
-import { registerAuth } from './http/auth.js';
+import { cachedKeyAnswer, registerAuth } from './http/auth.js';
 import { clientErrorHandler, frameworkErrors, registerErrorHandling } from './http/errors.js';
 import { registerJsonParser, registerStringGuard } from './http/strings.js';
 import { registerBodyRules } from './http/body.js';
@@ -270,7 +270,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     sweepReservations(store, staleAfterMs).catch((err: unknown) => app.log.warn({ err: { message: (err as Error).message } }, 'reservation sweep failed'));
   }, RESERVATION_SWEEP_MS);
   sweeper.unref();
-  registerErrorHandling(app);
+  registerErrorHandling(app, cachedKeyAnswer(services.keys));
   registerStringGuard(app);
   registerBodyRules(app);
   registerAuth(app, services.keys);

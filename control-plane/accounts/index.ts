@@ -123,6 +123,13 @@ export class KeyCache {
     return principal ? { principal, cached: false } : undefined;
   }
 
+  /** Whether agent key `keyId` is revoked or gone, read from the store now; if so it is forgotten here. */
+  async revoked(keyId: string): Promise<boolean> {
+    const revoked = await keyRevoked(this.store, keyId);
+    if (revoked) this.forget(keyId);
+    return revoked;
+  }
+
   /** The key was found revoked (or gone): read it from the store from now on. */
   forget(keyId: string): void {
     for (const [hash, row] of this.byHash) if (row.principal.keyId === keyId) this.byHash.delete(hash);

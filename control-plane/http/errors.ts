@@ -83,11 +83,16 @@ export function frameworkErrors(error: FastifyError, req: FastifyRequest, reply:
   void sendError(reply, req, toApiError(error));
 }
 
-export function registerErrorHandling(app: FastifyInstance): void {
-  app.setErrorHandler((error: FastifyError, req, reply) => {
+/**
+ * `answerFirst`: what answers instead of `api` for this request, if anything (http/auth.ts
+ * `cachedKeyAnswer`: a key taken from the key cache and revoked meanwhile is answered 401).
+ */
+export function registerErrorHandling(app: FastifyInstance, answerFirst?: (req: FastifyRequest, api: ApiError) => Promise<ApiError | undefined>): void {
+  app.setErrorHandler(async (error: FastifyError, req, reply) => {
     const api = toApiError(error);
     if (api.status >= 500) req.log.error({ err: { message: error.message, code: error.code, stack: error.stack } }, 'request failed');
-    return sendError(reply, req, api);
+    // sent here, not returned: an async error handler's returned reply would be sent again
+    sendError(reply, req, (answerFirst && (await answerFirst(req, api))) || api);
   });
   app.setNotFoundHandler((req, reply) =>
     sendError(reply, req, new ApiError('not_found', `no route ${req.method} ${req.url.split('?')[0]}; the API is described at /openapi.json`)),

@@ -159,6 +159,8 @@ export function connectionRoutes(app: App, s: Services): void {
       try {
         return await s.track(() => runQuery(queryDeps(s), orgId, req.params.connection_id, req.body.sql, { address: clientKey(req.ip), keyId, keyCached: req.principalCached === true, gone: gone.signal }));
       } catch (err) {
+        // runQuery read the key's revocation from the store before answering (http/auth.ts cachedKeyAnswer)
+        req.principalCached = false;
         // refused statements cost nothing, so they count against the key's budget; a statement that
         // ran at its source before it failed was charged instead
         if (isApiError(err) && (err.code === 'invalid_sql' || err.code === 'scope_violation') && typeof err.details?.['cost_cents'] !== 'number') await refusals.charge(keyId).catch(() => undefined); // the refusal is the answer, whatever the budget's store says
