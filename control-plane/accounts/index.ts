@@ -63,12 +63,15 @@ async function lookup(store: Store, hash: string): Promise<KeyRow | undefined> {
   return key;
 }
 
-/** last_used_at at minute granularity keeps the hot path free of writes */
+/**
+ * last_used_at at minute granularity keeps the hot path free of writes. Never on a key revoked in
+ * the store meanwhile (one used from the cache): a revoked key is not used, as when read fresh.
+ */
 function touch(store: Store, key: KeyRow): void {
   const now = Date.now();
   if (now - key.usedAt <= 60_000) return;
   key.usedAt = now;
-  void store.query('UPDATE agent_keys SET last_used_at = $2 WHERE id = $1', [key.principal.keyId, new Date(now).toISOString()]).catch(() => undefined);
+  void store.query('UPDATE agent_keys SET last_used_at = $2 WHERE id = $1 AND revoked_at IS NULL', [key.principal.keyId, new Date(now).toISOString()]).catch(() => undefined);
 }
 
 /** The most keys a {@link KeyCache} holds (least recently used forgotten first). */
