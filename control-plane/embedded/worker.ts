@@ -49,18 +49,21 @@ async function read(spec: ReadQuerySpec): Promise<ReadQueryResult> {
 }
 
 /**
- * Parameters as text, as node-postgres sends them (the server infers their types from the
- * statement, as it does for PGlite's `query()`, which only reads them back to choose a
- * serializer); undefined when one is of another kind (a Date, an array, an object), which
- * `query()` serializes by its type.
+ * Parameters as text, as node-postgres sends them (`String(value)`: a boolean is `true` or
+ * `false`), the server inferring their types from the statement as it does for PGlite's `query()`;
+ * undefined when one is of another kind (a Date, an array, an object, bytes), which `query()`
+ * serializes by its type. For every type `query()` reads such a value as the same text, but for
+ * three it reads by the parameter's type, where this reads it as node-postgres (so the
+ * PostgreSQL store) does: a number for a date or timestamp parameter (`query()`: milliseconds
+ * since 1970), a bigint or a non-finite number for a json one (`query()`: a JSON string, `null`).
+ * A string `query()` refuses for a bytea or boolean parameter is read by PostgreSQL here.
  */
 function textParams(params: readonly unknown[]): (string | null)[] | undefined {
   const out: (string | null)[] = [];
   for (const p of params) {
     if (p === null || p === undefined) out.push(null);
     else if (typeof p === 'string') out.push(p);
-    else if (typeof p === 'number' || typeof p === 'bigint') out.push(String(p));
-    else if (typeof p === 'boolean') out.push(p ? 't' : 'f');
+    else if (typeof p === 'number' || typeof p === 'bigint' || typeof p === 'boolean') out.push(String(p));
     else return undefined;
   }
   return out;
@@ -87,34 +90,69 @@ async function batch(items: readonly BatchItem[]): Promise<BatchItemResult[]> {
       out.push(...(await together(pg, group)));
       continue;
     }
-    const item = items[i++] as BatchItem;
-    try {
-      out.push({ ok: true, rows: (await pg.query(item.sql, item.params as unknown[])).rows as Row[] });
-    } catch (err) {
-      out.push({ ok: false, error: errorInfo(err) });
-    }
+    out.push(await alone(pg, items[i++] as BatchItem));
   }
   return out;
 }
 
+/** One statement through PGlite's `query()`. */
+async function alone(pg: PGlite, item: BatchItem): Promise<BatchItemResult> {
+  try {
+    return { ok: true, rows: (await pg.query(item.sql, item.params as unknown[])).rows as Row[] };
+  } catch (err) {
+    return { ok: false, error: errorInfo(err) };
+  }
+}
+
+/**
+ * Never throws once the message is sent: the host sends the statements of a failed batch again one
+ * by one, so a failure here after some ran would run them twice. What cannot be read fails its
+ * statement alone, as its `query()` would have, after it ran; an engine that fails mid-message
+ * fails every statement of it (which of them ran is unknown).
+ */
 async function together(pg: PGlite, group: readonly { sql: string; values: (string | null)[] }[]): Promise<BatchItemResult[]> {
   const s = protocol.serialize;
-  const parts: Uint8Array[] = [];
-  for (const g of group) parts.push(s.parse({ text: g.sql }), s.bind({ values: g.values }), s.describe({ type: 'P' }), s.execute({}), s.sync());
-  const raw = await pg.execProtocolRaw(Buffer.concat(parts), { syncToFs: false });
+  let message: Uint8Array;
+  try {
+    const parts: Uint8Array[] = [];
+    for (const g of group) parts.push(s.parse({ text: g.sql }), s.bind({ values: g.values }), s.describe({ type: 'P' }), s.execute({}), s.sync());
+    message = Buffer.concat(parts);
+  } catch {
+    // not sent (too large together): each alone, one after another
+    const out: BatchItemResult[] = [];
+    for (const g of group) out.push(await alone(pg, { sql: g.sql, params: g.values }));
+    return out;
+  }
   // each statement's messages end with its ReadyForQuery
   const answers: wire.BackendMessage[][] = [[]];
-  new protocol.Parser().parse(raw, (m) => {
-    if (m.name === 'readyForQuery') answers.push([]);
-    else (answers[answers.length - 1] as wire.BackendMessage[]).push(m);
-  });
-  await pg.syncToFs();
+  let synced: WorkerErrorInfo | undefined;
+  try {
+    const raw = await pg.execProtocolRaw(message, { syncToFs: false });
+    new protocol.Parser().parse(raw, (m) => {
+      if (m.name === 'readyForQuery') answers.push([]);
+      else (answers[answers.length - 1] as wire.BackendMessage[]).push(m);
+    });
+  } catch (err) {
+    const error = errorInfo(err);
+    return group.map(() => ({ ok: false, error }));
+  }
+  try {
+    await pg.syncToFs();
+  } catch (err) {
+    // ran, not written out: each fails, as its query() would have
+    synced = errorInfo(err);
+  }
   return group.map((_, k): BatchItemResult => {
     const messages = answers[k] ?? [];
     const error = messages.find((m): m is wire.DatabaseError => m instanceof wire.DatabaseError);
     if (error) return { ok: false, error: errorInfo(error) };
     if (k >= answers.length - 1) return { ok: false, error: { message: 'the engine gave no answer to this statement' } };
-    return { ok: true, rows: (results.parseResults(messages, pg.parsers)[0]?.rows ?? []) as Row[] };
+    if (synced) return { ok: false, error: synced };
+    try {
+      return { ok: true, rows: (results.parseResults(messages, pg.parsers)[0]?.rows ?? []) as Row[] };
+    } catch (err) {
+      return { ok: false, error: errorInfo(err) };
+    }
   });
 }
 
