@@ -292,8 +292,11 @@ export function readSettings(env: Env): { readonly values: SettingValues; readon
   return { values: values as SettingValues, problems };
 }
 
-/** `SVC_` variables other programs read (docs/configuration.md): not the control plane's, not a typo. */
-const OTHER_PROGRAMS: ReadonlySet<string> = new Set(['SVC_BASE_URL', 'SVC_API_KEY', 'SVC_CONFIG', 'SVC_TEST_FORCE_PGLITE']);
+/**
+ * `SVC_` variables other programs read (docs/configuration.md): not the control plane's, not a
+ * typo. The webhook secrets are the receiver's own, as docs/webhooks.md's example names them.
+ */
+const OTHER_PROGRAMS: ReadonlySet<string> = new Set(['SVC_BASE_URL', 'SVC_API_KEY', 'SVC_CONFIG', 'SVC_TEST_FORCE_PGLITE', 'SVC_WEBHOOK_SECRET', 'SVC_STANDARD_WEBHOOKS_SECRET']);
 
 /** Edit distance (insertions, deletions, substitutions) between two short names. */
 function distance(a: string, b: string): number {
