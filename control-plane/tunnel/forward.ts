@@ -96,6 +96,8 @@ export class RelayForwarder {
     const host = m[1] as string;
     const body = JSON.stringify(request);
     const maxResponse = limits.maxBytes * 2 + 1024 * 1024;
+    // stopped before it was sent (its agent left, a revocation): nothing to ask the holder
+    if (signal?.aborted) throw new Error('aborted');
     return new Promise<ReadQueryResult>((resolve, reject) => {
       let settled = false;
       const done = (err: Error | undefined, value?: ReadQueryResult): void => {
@@ -116,6 +118,9 @@ export class RelayForwarder {
         ...(/^[\d.]+$|:/.test(host) ? {} : { servername: host }),
         headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
       });
+      // before anything can destroy it: a destroyed request emits 'error', and one with no listener
+      // ends the process (an agent leaving just as its statement was forwarded did)
+      req.on('error', (err) => done(unavailable(relayId, `could not be reached (${(err as NodeJS.ErrnoException).code ?? err.message})`)));
       // the holder answers query_timeout at the deadline; past it with some slack the holder is gone
       const timer = setTimeout(() => {
         req.destroy();
@@ -127,7 +132,6 @@ export class RelayForwarder {
       };
       if (signal?.aborted) return onAbort();
       signal?.addEventListener('abort', onAbort, { once: true });
-      req.on('error', (err) => done(unavailable(relayId, `could not be reached (${(err as NodeJS.ErrnoException).code ?? err.message})`)));
       req.on('response', (res) => {
         const chunks: Buffer[] = [];
         let size = 0;

@@ -24,3 +24,38 @@ t.test('concurrent first forwards share one replica certificate', async (t) => {
   t.equal(new Set(got.map((g) => g.agent)).size, 1, 'one agent, one certificate, for all twelve');
   t.equal((await agent()).agent, got[0]?.agent, 'and kept for later forwards');
 });
+
+t.test('a forward stopped before or while it is sent fails alone and never ends the process', async (t) => {
+  const ca = createCa({ keyBits: 2048 });
+  const store = { kind: 'embedded' } as unknown as Store; // holder() is not called here
+  const fwd = new RelayForwarder(store, 'rep_asker', async () => ca);
+  t.teardown(() => fwd.close());
+  // a holder that accepts connections and never answers
+  const net = await import('node:net');
+  const sockets = new Set<import('node:net').Socket>();
+  const server = net.createServer((s) => {
+    sockets.add(s);
+    s.on('error', () => undefined);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.teardown(() => {
+    for (const s of sockets) s.destroy();
+    server.close();
+  });
+  const port = (server.address() as import('node:net').AddressInfo).port;
+  const holder = { replicaId: 'rep_holder', address: `127.0.0.1:${port}` };
+  const request = { relay_id: 'rly_x', sql: 'SELECT 1', limits: { timeoutMs: 5000, maxRows: 10, maxBytes: 1000 } } as unknown as Parameters<RelayForwarder['run']>[1];
+  const uncaught: unknown[] = [];
+  const onUncaught = (err: unknown): void => void uncaught.push(err);
+  process.on('uncaughtException', onUncaught);
+  t.teardown(() => process.off('uncaughtException', onUncaught));
+  // already stopped when asked
+  await t.rejects(fwd.run(holder, request, AbortSignal.abort()), /aborted/);
+  // stopped while the request is on its way
+  const c = new AbortController();
+  const running = fwd.run(holder, request, c.signal);
+  setImmediate(() => c.abort());
+  await t.rejects(running, /aborted/);
+  await new Promise((r) => setTimeout(r, 200)); // a late 'error' from the destroyed request would surface here
+  t.same(uncaught, [], 'no unhandled error');
+});
