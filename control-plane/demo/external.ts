@@ -27,7 +27,7 @@ const pgTypes = {
  * other locks use): a tenant's places are (hash of the tenant, TENANT_SPACE + slot), the free
  * class's are (TRIAL_CLASS, TRIAL_SPACE + slot); the second keys' ranges do not overlap.
  */
-const TENANT_SPACE = 0x53560000;
+export const TENANT_SPACE = 0x53560000;
 const TRIAL_CLASS = 0x53565452;
 const TRIAL_SPACE = 0x53561000;
 /** how long a statement waits before asking the shared database for a place again */

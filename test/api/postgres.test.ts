@@ -6,6 +6,7 @@
 import t from 'tap';
 import pg from 'pg';
 import { generateKeyAndCsr } from '../../pki/index.js';
+import { TENANT_SPACE } from '../../control-plane/demo/external.js';
 import { api, freshDatabase, openConnection, realPostgresAvailable, signupAgent, startServer, type TestServer } from '../helpers/server.js';
 
 if (!(await realPostgresAvailable())) {
@@ -48,12 +49,19 @@ if (!(await realPostgresAvailable())) {
     const a = await signupAgent(srv.url);
     const conn = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:patients']);
     const statuses: number[] = [];
+    const others: string[] = [];
     for (let round = 0; round < 6; round++) {
-      const batch = await Promise.all(Array.from({ length: 20 }, () => api(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: 'SELECT count(*) FROM patients' } })));
+      const batch = await Promise.all(
+        Array.from({ length: 20 }, () => api<{ error?: { code: string; details?: Record<string, unknown> } }>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: 'SELECT count(*) FROM patients' } })),
+      );
       statuses.push(...batch.map((r) => r.status));
+      for (const r of batch) if (r.status !== 200 && r.status !== 402) others.push(`${r.status} ${r.body.error?.code ?? ''} ${JSON.stringify(r.body.error?.details ?? {})}`);
     }
-    t.equal(statuses.filter((s) => s === 200).length, 100);
-    t.equal(statuses.filter((s) => s === 402).length, 20);
+    t.equal(statuses.filter((s) => s === 200).length, 100, 'exactly the trial\'s 100 queries answered');
+    // on a loaded machine a statement may find no place on the demo database before its 1 s
+    // deadline: 503, not charged (so it does not count against the trial)
+    t.ok(others.every((o) => o.startsWith('503 service_unavailable')), `the others are 402, or 503 for no place in time: ${others.join(' | ')}`);
+    t.equal(statuses.filter((s) => s === 402).length + others.length, 20);
     const v = await api<{ verified: boolean; events_checked: number }>(srv.url, 'GET', `/v1/audit/verify?connection_id=${conn}`, { key: a.key });
     t.match(v.body, { verified: true, events_checked: 120 });
   });
@@ -74,7 +82,13 @@ if (!(await realPostgresAvailable())) {
     let watching = true;
     const watch = (async () => {
       while (watching) {
-        const r = await watcher.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'svc-demo' AND state = 'active' AND query NOT ILIKE '%pg_cancel_backend%' AND query NOT ILIKE '%ROLLBACK%' AND query NOT ILIKE '%pg_try_advisory_xact_lock%'");
+        // the organization's places held now: its granted advisory locks in the tenant space, read
+        // from pg_locks, one consistent snapshot (pg_stat_activity is read backend by backend, so
+        // a place passed from one statement to the next during the read could be counted twice)
+        const r = await watcher.query<{ n: number }>(
+          "SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND objid::bigint >= $1 AND objid::bigint < $1 + 64",
+          [TENANT_SPACE],
+        );
         most = Math.max(most, r.rows[0]?.n ?? 0);
         await new Promise((res) => setTimeout(res, 20));
       }
@@ -86,7 +100,7 @@ if (!(await realPostgresAvailable())) {
     );
     watching = false;
     await watch;
-    t.ok(most >= 1 && most <= share, `at most ${share} of its statements ran at once on the shared database through two replicas: ${most} (a share per replica would allow ${share * 2})`);
+    t.ok(most >= 1 && most <= share, `at most ${share} of its statements held a place on the shared database at once through two replicas: ${most} (a share per replica would allow ${share * 2})`);
     t.ok(flood.every((r) => r.status === 504 || r.status === 503), `each was cancelled at its deadline or found no place: ${[...new Set(flood.map((r) => `${r.status} ${r.body.error?.code ?? ''}`))].join(', ')}`);
     t.ok(flood.some((r) => r.status === 503), 'some waited for a place until their deadline (503, nothing charged)');
   });
