@@ -5,6 +5,7 @@
  * leaving just before the deadline would make any statement free).
  */
 import t from 'tap';
+import { until } from '../helpers/tap.js';
 import { sendThenLeave } from '../helpers/leave.js';
 import { api, openConnection, signupAgent, startServer, type TestServer } from '../helpers/server.js';
 
@@ -16,13 +17,6 @@ t.teardown(() => srv.close());
 
 type AuditEvent = { type: string; outcome?: string; error_code?: string | null; cost_cents?: number; billed_to?: string };
 
-async function until(what: string, cond: () => boolean | Promise<boolean>, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting: ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 t.test('closing the connection mid-statement stops it, audits it as client_closed_request, charges the query price', async (t) => {
   const a = await signupAgent(srv.url, 'Impatient Org');

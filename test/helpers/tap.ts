@@ -12,3 +12,8 @@ export async function eventually(check: () => Promise<boolean>, ms = 3000): Prom
     await new Promise((r) => setTimeout(r, 50));
   }
 }
+
+/** {@link eventually}, failing with `timed out waiting: <what>` when `cond` never holds within `ms`. */
+export async function until(what: string, cond: () => boolean | Promise<boolean>, ms = 10_000): Promise<void> {
+  if (!(await eventually(async () => cond(), ms))) throw new Error(`timed out waiting: ${what}`);
+}

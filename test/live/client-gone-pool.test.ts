@@ -8,6 +8,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import t from 'tap';
+import { until } from '../helpers/tap.js';
 import pg from 'pg';
 import mysql from 'mysql2/promise';
 import type { LiveConnections } from '../../control-plane/live/pool.js';
@@ -53,13 +54,6 @@ const SLOW = 'SELECT count(*) AS n FROM orders a, orders b, orders c, orders d';
 
 type AuditEvent = { type: string; outcome?: string; error_code?: string | null; cost_cents?: number; billed_to?: string };
 
-async function until(what: string, cond: () => boolean | Promise<boolean>, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting: ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 interface Kind {
   readonly target: 'postgres' | 'mysql';
