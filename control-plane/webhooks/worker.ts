@@ -52,10 +52,16 @@ export function parseRetryAfter(value: string | string[] | undefined, now = Date
   return Math.min(Math.max(0, at - now), MAX_RETRY_AFTER_MS);
 }
 
+/** Resolves after `ms`, or as soon as `signal` aborts, its timer cleared then (a timer left behind holds the process open). */
 const sleep = (ms: number, signal?: AbortSignal): Promise<void> =>
   new Promise((resolve) => {
-    const t = setTimeout(resolve, ms);
-    signal?.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
+    const done = (): void => {
+      clearTimeout(t);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const t = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
   });
 
 function classify(err: unknown): { errorClass: string; message: string } {
@@ -113,7 +119,9 @@ export class DeliveryWorker {
     this.kick();
     await this.loop;
     const pending = [...this.inflight.values()].map((f) => f.done);
-    await Promise.race([Promise.allSettled(pending), sleep(graceMs)]);
+    const graceOver = new AbortController();
+    await Promise.race([Promise.allSettled(pending), sleep(graceMs, graceOver.signal)]);
+    graceOver.abort(); // the grace timer must not hold the process open for graceMs after a quick stop
     const left = [...this.inflight.values()].map((f) => f.claim);
     for (const f of this.inflight.values()) f.abort.abort();
     await Promise.allSettled([...this.inflight.values()].map((f) => f.done));
