@@ -26,3 +26,23 @@ export async function dropWithRole(db: CustomerDatabase | undefined, role: strin
   await c.query(`DROP ROLE IF EXISTS ${role}`).catch(() => undefined);
   await c.end();
 }
+
+/**
+ * Errors raised in this (real PostgreSQL) database are not written to the server's log: a test
+ * whose statement fails with a 600 MB error message would otherwise append those 600 MB to the log
+ * of the machine's server on every run. Needs a superuser (as the default TEST_DATABASE_URL is);
+ * returns false where the setting was refused, and the log then takes the message.
+ */
+export async function quietServerLog(url: string): Promise<boolean> {
+  const pg = (await import('pg')).default;
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    await c.query("DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET log_min_messages = fatal', current_database()); END $$");
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await c.end();
+  }
+}
