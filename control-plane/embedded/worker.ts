@@ -5,7 +5,7 @@
 import { parentPort } from 'node:worker_threads';
 import { messages as wire, PGlite, parse as results, protocol, type PGliteOptions } from '@electric-sql/pglite';
 import { ImageFs } from './image-fs.js';
-import { collectRows, FETCH_BATCH, type ReadQueryResult, type Row } from '../results/index.js';
+import { collectRows, FETCH_BATCH, firstFetch, type Batch, type ReadQueryResult, type Row } from '../results/index.js';
 import type { BatchItemResult, ReadQuerySpec, Request, Response, WorkerErrorInfo } from './messages.js';
 
 if (!parentPort) throw new Error('embedded/worker.ts must run in a worker thread');
@@ -31,21 +31,53 @@ function errorInfo(err: unknown): WorkerErrorInfo {
   return info;
 }
 
+/**
+ * One agent statement in a read-only transaction. PGlite's `exec()` enters the engine twice and
+ * its `query()` six times; here the transaction, its settings (the preamble is ours: settings with
+ * quoted literals, never the agent's text), the cursor and its first rows go as one message, and
+ * each further fetch as one: two entries for most statements instead of sixteen. The statement
+ * itself goes through the extended protocol, which runs exactly one statement.
+ */
 async function read(spec: ReadQuerySpec): Promise<ReadQueryResult> {
   const pg = database();
-  // the transaction and its settings in one simple-protocol round trip (the preamble is ours:
-  // settings with quoted literals, never the agent's text); the statement itself goes alone
-  // through the extended protocol, which runs exactly one statement
+  const s = protocol.serialize;
+  const begin = s.query(['BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY', ...spec.preamble].join(';\n'));
   try {
-    await pg.exec(['BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY', ...spec.preamble].join(';\n'));
     const caps = { maxRows: spec.maxRows, maxBytes: spec.maxBytes, once: spec.direct };
-    // query() is the extended protocol: one statement per round trip
-    if (spec.direct) return await collectRows(() => pg.query<unknown[]>(spec.sql, [], { rowMode: 'array' }), caps);
-    await pg.query(`DECLARE svc_cursor NO SCROLL CURSOR FOR ${spec.sql}`);
-    return await collectRows((n) => pg.query<unknown[]>(`FETCH ${Math.min(n, FETCH_BATCH)} FROM svc_cursor`, [], { rowMode: 'array' }), caps);
+    if (spec.direct) {
+      const all = await extended(pg, [begin], spec.sql);
+      return await collectRows(() => Promise.resolve(all), caps);
+    }
+    const ask = firstFetch(spec.maxRows);
+    let ahead: Batch | undefined = await extended(pg, [begin, s.parse({ text: `DECLARE svc_cursor NO SCROLL CURSOR FOR ${spec.sql}` }), s.bind({}), s.execute({})], `FETCH ${ask} FROM svc_cursor`);
+    return await collectRows((n) => {
+      const first = ahead;
+      ahead = undefined;
+      return first && n === ask ? Promise.resolve(first) : extended(pg, [], `FETCH ${Math.min(n, FETCH_BATCH)} FROM svc_cursor`);
+    }, caps);
   } finally {
-    await pg.exec('ROLLBACK');
+    await pg.execProtocolRaw(s.query('ROLLBACK'), { syncToFs: false });
   }
+}
+
+/**
+ * `before` (messages answered first: the transaction, the cursor), then `sql` through the
+ * extended protocol, all rows, as one message ending in a sync; the rows of `sql`, parsed by the
+ * engine's own type parsers as `query()` parses them, or the first error of any of it, thrown.
+ */
+async function extended(pg: PGlite, before: readonly Uint8Array[], sql: string): Promise<Batch> {
+  const s = protocol.serialize;
+  const raw = await pg.execProtocolRaw(Buffer.concat([...before, s.parse({ text: sql }), s.bind({}), s.describe({ type: 'P' }), s.execute({}), s.sync()]), { syncToFs: false });
+  const messages: wire.BackendMessage[] = [];
+  let error: wire.DatabaseError | undefined;
+  new protocol.Parser().parse(raw, (m) => {
+    if (m instanceof wire.DatabaseError) error ??= m;
+    else messages.push(m);
+  });
+  if (error) throw error;
+  const sets = results.parseResults(messages, pg.parsers, { rowMode: 'array' });
+  const last = sets[sets.length - 1];
+  return { fields: last?.fields ?? [], rows: (last?.rows ?? []) as unknown[][] };
 }
 
 /**

@@ -3,5 +3,5 @@
  * under the row and byte caps (./rows.ts) and how database values become JSON (./json-values.ts).
  */
 export type { ColumnInfo, ReadQueryResult, Row } from './result.js';
-export { collectRows, FETCH_BATCH, jsonRow, RowCollector, uniqueColumnNames, type Batch } from './rows.js';
+export { collectRows, FETCH_BATCH, firstFetch, jsonRow, RowCollector, uniqueColumnNames, type Batch } from './rows.js';
 export { toJsonValue } from './json-values.js';

@@ -79,6 +79,11 @@ export interface Batch {
 /** The most rows fetched from a cursor at once. */
 export const FETCH_BATCH = 500;
 
+/** How many rows `collectRows` asks for first (an engine may fetch them ahead, with the statement). */
+export function firstFetch(maxRows: number): number {
+  return Math.min(50, maxRows + 1);
+}
+
 /**
  * Read a result batch by batch (`next(n)` fetches up to n rows from a cursor; `once` reads a
  * single batch), stopping as soon as a cap is reached. Batch sizes follow the row size seen so
@@ -88,7 +93,7 @@ export const FETCH_BATCH = 500;
 export async function collectRows(next: (n: number) => Promise<Batch>, caps: { maxRows: number; maxBytes: number; once: boolean }): Promise<ReadQueryResult> {
   let collector: RowCollector | undefined;
   let columns: ColumnInfo[] = [];
-  let ask = Math.min(50, caps.maxRows + 1);
+  let ask = firstFetch(caps.maxRows);
   for (;;) {
     const batch = await next(ask);
     if (!collector) {
