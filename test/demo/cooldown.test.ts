@@ -10,13 +10,14 @@ import { EmbeddedPostgres } from '../../control-plane/embedded/index.js';
 import { DEMO_READER_ROLE } from '../../control-plane/demo/load.js';
 import { EmbeddedDemoEngine } from '../../control-plane/demo/engine.js';
 import { DemoQueryError, type DemoQuery } from '../../control-plane/demo/query.js';
+import { blankEngine } from '../helpers/engine.js';
 
 const COOLDOWN_MS = 300;
 
 /** an empty database's image: the pool's behaviour needs no demo data, and it starts in a third of the time */
 let image: Promise<Uint8Array> | undefined;
 function emptyImage(): Promise<Uint8Array> {
-  image ??= EmbeddedPostgres.start().then(async (e) => {
+  image ??= blankEngine().then(async (e) => {
     try {
       await e.exec(`CREATE ROLE ${DEMO_READER_ROLE} NOLOGIN`);
       return await e.dump();

@@ -5,6 +5,8 @@
  */
 import t from 'tap';
 import { EmbeddedPostgres, type EmbeddedError } from '../../control-plane/embedded/index.js';
+import { besideModule } from '../helpers/root.js';
+import { blankEngine } from '../helpers/engine.js';
 
 type Outcome = { ok: true; rows: unknown } | { ok: false; code: string | undefined; message: string };
 const outcome = (p: Promise<unknown>): Promise<Outcome> =>
@@ -24,7 +26,7 @@ async function aloneAndTogether(db: EmbeddedPostgres, cases: readonly (readonly 
 }
 
 t.test('parameters read as by query() (and as node-postgres sends them)', async (t) => {
-  const db = await EmbeddedPostgres.start();
+  const db = await blankEngine();
   t.teardown(() => db.close());
   const cases = [
     // a boolean for a text, unknown or json parameter is its word, as query() and node-postgres send it
@@ -51,7 +53,7 @@ t.test('parameters read as by query() (and as node-postgres sends them)', async 
 });
 
 t.test('result types, statements without rows, DDL and a transaction inside a batch', async (t) => {
-  const db = await EmbeddedPostgres.start();
+  const db = await blankEngine();
   t.teardown(() => db.close());
   await db.exec(`CREATE TYPE mood AS ENUM ('ok', 'sad'); CREATE DOMAIN pos AS int CHECK (VALUE > 0); CREATE TABLE r (id int)`);
   const cases = [
@@ -86,11 +88,11 @@ t.test('result types, statements without rows, DDL and a transaction inside a ba
 });
 
 t.test('a statement whose answer cannot be read fails alone: none of its batch runs twice', async (t) => {
-  const db = await EmbeddedPostgres.start();
+  const db = await blankEngine();
   t.teardown(() => db.close());
   await db.exec('CREATE TABLE once (id serial primary key, at text)');
   // numeric values cannot be read in this engine from here on (as a parser that fails would)
-  await db.runModule(new URL('./fixtures/failing-parser.ts', import.meta.url), 'failNumeric');
+  await db.runModule(besideModule('fixtures/failing-parser', import.meta.url), 'failNumeric');
   const gate = db.exclusive(() => new Promise((r) => setTimeout(r, 50)));
   const queued = [
     outcome(db.query('INSERT INTO once (at) VALUES ($1) RETURNING id', ['first'])),

@@ -4,10 +4,11 @@
  * alone, first come first served against transactions and close(), nothing hangs.
  */
 import t from 'tap';
-import { EmbeddedPostgres, type EmbeddedError } from '../../control-plane/embedded/index.js';
+import type { EmbeddedError } from '../../control-plane/embedded/index.js';
+import { blankEngine } from '../helpers/engine.js';
 
 t.test('a statement whose parameters cannot be sent to the thread fails alone, not its batch', async (t) => {
-  const db = await EmbeddedPostgres.start();
+  const db = await blankEngine();
   t.teardown(() => db.close());
   await db.exec('CREATE TABLE k (id int primary key)');
   // hold the engine so the three below queue up and go in one batch
@@ -26,7 +27,7 @@ t.test('a statement whose parameters cannot be sent to the thread fails alone, n
 });
 
 t.test('a read whose settings fail leaves no aborted transaction behind', async (t) => {
-  const db = await EmbeddedPostgres.start();
+  const db = await blankEngine();
   t.teardown(() => db.close());
   const spec = { sql: 'SELECT 1 AS one', maxRows: 10, maxBytes: 10_000, direct: false };
   // e.g. an out-of-range setting (idle_in_transaction_session_timeout = 2 x queryTimeoutMs past 2^31-1 ms)
@@ -44,7 +45,7 @@ t.test('a read whose settings fail leaves no aborted transaction behind', async 
 });
 
 t.test('the engine thread dying mid-batch settles every queued statement', async (t) => {
-  const db = await EmbeddedPostgres.start();
+  const db = await blankEngine();
   const gate = db.exclusive(() => new Promise((r) => setTimeout(r, 20)));
   const qs = Array.from({ length: 200 }, (_, i) => db.query(i === 0 ? 'SELECT pg_sleep(0.3)' : 'SELECT $1::int AS i', i === 0 ? [] : [i]));
   await gate;
@@ -56,7 +57,7 @@ t.test('the engine thread dying mid-batch settles every queued statement', async
 });
 
 t.test('statements asked for before a transaction or close() run before it (as one exclusive each did)', async (t) => {
-  const db = await EmbeddedPostgres.start();
+  const db = await blankEngine();
   await db.exec('CREATE TABLE o (id int primary key)');
   const inserts = Array.from({ length: 100 }, (_, i) => db.query('INSERT INTO o VALUES ($1)', [i]));
   // asked for after the 100 inserts: sees all of them
@@ -73,7 +74,7 @@ t.test('statements asked for before a transaction or close() run before it (as o
 });
 
 t.test('statements sent together in one protocol message answer exactly as each alone, and fail alone', async (t) => {
-  const db = await EmbeddedPostgres.start();
+  const db = await blankEngine();
   t.teardown(() => db.close());
   await db.exec(`CREATE TABLE v (id int primary key, big bigint, n numeric, f float8, b boolean, at timestamptz, j jsonb, a text[], name text)`);
   const cases: { readonly sql: string; readonly params: readonly unknown[] }[] = [

@@ -1,8 +1,9 @@
 import t from 'tap';
 import { EmbeddedPostgres, EmbeddedError } from '../../control-plane/embedded/index.js';
+import { blankEngine } from '../helpers/engine.js';
 
 t.test('embedded engine runs SQL off the event loop and caps rows while reading', async (t) => {
-  const db = await EmbeddedPostgres.start();
+  const db = await blankEngine();
   t.teardown(() => db.close());
   await db.exec(`CREATE TABLE t (id int primary key, name text, at timestamptz, n numeric, big bigint);
     INSERT INTO t SELECT g, 'n' || g, '2024-01-01T00:00:00Z'::timestamptz + g * interval '1 hour', g / 4.0, g * 10000000000 FROM generate_series(1, 2000) g;`);
@@ -30,7 +31,7 @@ t.test('embedded engine runs SQL off the event loop and caps rows while reading'
 });
 
 t.test('a runaway statement is stopped by terminating its thread, and the event loop stays free meanwhile', async (t) => {
-  const db = await EmbeddedPostgres.start();
+  const db = await blankEngine();
   const running = db.query('SELECT count(*) FROM generate_series(1, 1000000000)');
   // the event loop keeps ticking while the worker computes
   const ticks = await new Promise<number>((resolve) => {
@@ -61,7 +62,7 @@ t.test('dump and load a data directory', async (t) => {
 });
 
 t.test('statements asked for together go in one batch, each on its own: a failure is its own, a transaction is never entered', async (t) => {
-  const db = await EmbeddedPostgres.start();
+  const db = await blankEngine();
   t.teardown(() => db.close());
   await db.exec('CREATE TABLE b (id int primary key)');
   // 40 at once, every third failing (division by zero, a duplicate key): the others commit

@@ -7,8 +7,9 @@
  * cursor, transaction).
  */
 import t from 'tap';
-import { EmbeddedPostgres, type EmbeddedError, type ReadQuerySpec } from '../../control-plane/embedded/index.js';
+import type { EmbeddedError, ReadQuerySpec } from '../../control-plane/embedded/index.js';
 import { jsonRow } from '../../control-plane/results/index.js';
+import { blankEngine } from '../helpers/engine.js';
 
 const spec = (sql: string, o: Partial<ReadQuerySpec> = {}): ReadQuerySpec => ({ preamble: [], sql, maxRows: 1000, maxBytes: 10_000_000, direct: false, ...o });
 
@@ -22,7 +23,7 @@ async function sqlState(p: Promise<unknown>): Promise<string | undefined> {
 }
 
 t.test('values and column types as query() reads them, over one fetch and many', async (t) => {
-  const db = await EmbeddedPostgres.start();
+  const db = await blankEngine();
   t.teardown(() => db.close());
   await db.exec(`CREATE TABLE t (id int PRIMARY KEY, name text, at timestamptz, d date, n numeric, f float8, b bool, j jsonb, a int[], big int8, raw bytea);
     INSERT INTO t SELECT g, 'n' || g, '2024-01-01T00:00:00Z'::timestamptz + g * interval '1 hour', '2024-01-01'::date + g, g / 4.0, g / 8.0, g % 2 = 0,
@@ -46,7 +47,7 @@ t.test('values and column types as query() reads them, over one fetch and many',
 });
 
 t.test('the preamble applies inside the read and nothing of it outlives the read', async (t) => {
-  const db = await EmbeddedPostgres.start();
+  const db = await blankEngine();
   t.teardown(() => db.close());
   const inside = await db.read(spec("SELECT current_setting('svc.org', true) AS org, current_setting('transaction_read_only') AS ro, current_setting('transaction_isolation') AS iso", { preamble: ["SELECT set_config('svc.org', 'org_1', true)", "SET LOCAL statement_timeout = '5s'"] }));
   t.same(inside.rows, [{ org: 'org_1', ro: 'on', iso: 'repeatable read' }]);
@@ -58,7 +59,7 @@ t.test('the preamble applies inside the read and nothing of it outlives the read
 });
 
 t.test('a failure anywhere carries its SQLSTATE, and the engine goes on', async (t) => {
-  const db = await EmbeddedPostgres.start();
+  const db = await blankEngine();
   t.teardown(() => db.close());
   // rows in insertion order, computed as they are fetched (a sort would compute them all first)
   await db.exec('CREATE TABLE t (id int); INSERT INTO t SELECT generate_series(1, 1000)');
@@ -80,7 +81,7 @@ t.test('a failure anywhere carries its SQLSTATE, and the engine goes on', async 
 });
 
 t.test('EXPLAIN goes through the direct path, one batch', async (t) => {
-  const db = await EmbeddedPostgres.start();
+  const db = await blankEngine();
   t.teardown(() => db.close());
   await db.exec('CREATE TABLE t (id int PRIMARY KEY)');
   const r = await db.read(spec('EXPLAIN SELECT * FROM t WHERE id = 1', { direct: true }));

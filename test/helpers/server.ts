@@ -17,7 +17,8 @@ import { embeddedStoreTemplate, MIGRATIONS } from '../../control-plane/store/ind
 
 const CACHE = path.join(os.tmpdir(), 'svc-test-cache');
 
-async function cached(name: string, build: () => Promise<Uint8Array>): Promise<Uint8Array> {
+/** `name` from the test cache, built (and kept for the next test files) when it is not there */
+export async function cached(name: string, build: () => Promise<Uint8Array>): Promise<Uint8Array> {
   const file = path.join(CACHE, name);
   try {
     return new Uint8Array(await fs.readFile(file));
