@@ -1,9 +1,9 @@
 import t from 'tap';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { GITHUB, HUBSPOT, SALESFORCE, STRIPE } from '../../control-plane/live/rest/index.js';
 import { api, signupAgent, startServer, type TestServer } from '../helpers/server.js';
+import { ROOT } from '../helpers/root.js';
 
 let srv: TestServer;
 let key: string;
@@ -148,7 +148,7 @@ function runtimeImports(file: string): string[] {
 }
 
 t.test('the catalogue loads the column lists without the connectors, engines or drivers', async (t) => {
-  const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+  const root = ROOT;
   const seen = new Set<string>();
   const todo = [path.join(root, 'control-plane/catalogue/index.ts')];
   while (todo.length > 0) {

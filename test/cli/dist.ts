@@ -7,19 +7,21 @@ import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, rmSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { ROOT } from '../helpers/root.js';
 
-export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export { ROOT };
 export const SVC_JS = path.join(ROOT, 'dist/cli/svc.js');
 
 let built = false;
 /**
- * Brings dist/ up to date once per process. Test files run in parallel, and two tsc runs writing
- * the same files could let one file's child process load a half-written module: a lock directory
- * makes them take turns (a lock older than two minutes is a crashed run's and is taken over).
+ * Brings dist/ up to date once per process (nothing to do under `npm test`, which built it before
+ * any test started). Test files run in parallel, and two tsc runs writing the same files could let
+ * one file's child process load a half-written module: a lock directory makes them take turns (a
+ * lock older than two minutes is a crashed run's and is taken over).
  */
 export function ensureDist(): void {
-  if (built) return;
+  // npm test (scripts/test.mjs) built it before any test started
+  if (built || process.env['TEST_DIST_BUILT'] === '1') return;
   const lock = path.join(ROOT, 'dist', '.build-lock');
   mkdirSync(path.dirname(lock), { recursive: true });
   for (;;) {

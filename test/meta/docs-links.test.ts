@@ -8,10 +8,9 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
+import { ROOT } from '../helpers/root.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const SKIP_DIRS = new Set(['node_modules', 'dist', '.git', '.svc-data', '.tap']);
 
 /** Markdown files: tracked or new (not ignored) ones, from git; a walk of the tree without it. */

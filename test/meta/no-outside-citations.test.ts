@@ -7,11 +7,10 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
+import { ROOT, sourceOf } from '../helpers/root.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const SELF = path.relative(ROOT, fileURLToPath(import.meta.url)).split(path.sep).join('/');
+const SELF = sourceOf(import.meta.url);
 const OUTSIDE = /CONTRACT\.md|DESIGN\.md|\.\.\/shared/;
 
 function trackedFiles(): string[] | null {

@@ -2,8 +2,9 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { PKI_ERRORS, PkiError, isPkiError } from '../../pki/index.js';
+import { ROOT } from '../helpers/root.js';
 
-const pkiDir = join(import.meta.dirname, '..', '..', 'pki');
+const pkiDir = join(ROOT, 'pki');
 const readme = readFileSync(join(pkiDir, 'README.md'), 'utf8');
 const codes = Object.keys(PKI_ERRORS);
 

@@ -1,10 +1,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { CloseCode, PROTO_ERRORS, ProtocolError, closeCodeFor, isProtoErrorCode } from '../../protocol/index.js';
+import { ROOT } from '../helpers/root.js';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const root = ROOT;
 const readme = fs.readFileSync(path.join(root, 'protocol/README.md'), 'utf8');
 const codes = Object.keys(PROTO_ERRORS);
 

@@ -8,7 +8,6 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { CloseCode, PROTO_ERRORS, ProtocolError, Session, memoryTransportPair, type SessionCloseInfo } from '../../protocol/index.js';
 import {
@@ -28,8 +27,9 @@ import { relayFailure } from '../../control-plane/query/relay.js';
 import { RELAY_ERRORS, RelayAgent } from '../../relay-agent/index.js';
 import { connectionEnd } from '../../relay-agent/connection.js';
 import { echo, fakeClock, fakeDialer, srv, until } from '../relay-agent/fakes.js';
+import { ROOT } from '../helpers/root.js';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const root = ROOT;
 const source = (rel: string): string => fs.readFileSync(path.join(root, rel), 'utf8');
 
 t.test('every close the control plane sends is classified, and permanent only for a revocation', async (t) => {

@@ -8,14 +8,14 @@ import { existsSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { enroll, type EnrollResult } from '../../relay-agent/index.js';
 import { ensureDist } from '../cli/dist.js';
 import { customerDatabase, type CustomerDatabase } from '../helpers/customer-db.js';
 import { api, signupAgent, tempDir, type Agent } from '../helpers/server.js';
+import { ROOT } from '../helpers/root.js';
 
-export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const root = ROOT;
 export const relayBin = path.join(root, 'dist/cli/svc-relay.js');
 export const controlPlaneBin = path.join(root, 'dist/control-plane/main.js');
 

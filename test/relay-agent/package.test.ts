@@ -24,9 +24,14 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
 import { RELAY_AGENT_VERSION } from '../../relay-agent/index.js';
-import { dependencyClosure, importedPackages, packageProblems, pinProblems, relayPackage, rootLockfile } from '../../relay-agent/pack.mjs';
+import { pathToFileURL } from 'node:url';
 import { openConnection, signupAgent, startServer, tempDir } from '../helpers/server.js';
 import { ordersDatabase, queryFn, root, until, waitStatus } from './harness.js';
+
+// pack.mjs reads the files beside it: loaded from the repository, not from a compiled copy of the tests
+const { dependencyClosure, importedPackages, packageProblems, pinProblems, relayPackage, rootLockfile } = (await import(
+  pathToFileURL(path.join(root, 'relay-agent/pack.mjs')).href
+)) as typeof import('../../relay-agent/pack.mjs');
 
 const run = promisify(execFile);
 
