@@ -110,6 +110,9 @@ function main() {
   const tapBin = path.join(path.dirname(require.resolve('tap/package.json')), 'dist/esm/run.mjs');
   status = tapBuilt(tapBin);
   if (status !== 0) return status;
+  // the test cache, built once here rather than by each of the first test files at once
+  status = run(path.join(ROOT, OUT, 'test/helpers/warm-cache.js'), []);
+  if (status !== 0) return status;
   const files = args.filter((a) => !a.startsWith('-'));
   if (files.length > 0) return run(tapBin, args.flatMap(compiled));
   // the suite (package.json "tap": three files at a time, test/latency/ left out), then the latency

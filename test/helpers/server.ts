@@ -13,7 +13,7 @@ import { Catalogue } from '../../control-plane/catalogue/index.js';
 import { loadConfig, type Config, type Limits } from '../../control-plane/config.js';
 import { embeddedDemoImage } from '../../control-plane/demo/engine.js';
 import { scopeSettings } from '../../control-plane/query/scope-settings.js';
-import { embeddedStoreTemplate, MIGRATIONS } from '../../control-plane/store/index.js';
+import { embeddedStoreTemplate, MIGRATIONS, openStore } from '../../control-plane/store/index.js';
 
 const CACHE = path.join(os.tmpdir(), 'svc-test-cache');
 
@@ -32,15 +32,51 @@ export async function cached(name: string, build: () => Promise<Uint8Array>): Pr
   }
 }
 
+const storeKey = (): string => createHash('sha256').update(JSON.stringify(MIGRATIONS)).digest('hex').slice(0, 16);
+
 export async function storeTemplate(): Promise<Uint8Array> {
-  const key = createHash('sha256').update(JSON.stringify(MIGRATIONS)).digest('hex').slice(0, 16);
-  return cached(`store-${key}.tar.gz`, embeddedStoreTemplate);
+  return cached(`store-${storeKey()}.tar.gz`, embeddedStoreTemplate);
 }
+
+let storeDir: Promise<string> | undefined;
+/**
+ * The migrated store as a data directory, made once from {@link storeTemplate} and kept in the
+ * cache: a test server's store is a copy of it, which starts on about 0.6 s less CPU than loading
+ * the template archive (each test file starts one or more servers).
+ */
+export function storeTemplateDir(): Promise<string> {
+  storeDir ??= (async () => {
+    const dir = path.join(CACHE, `store-${storeKey()}`);
+    if (await exists(path.join(dir, 'PG_VERSION'))) return dir;
+    const work = await fs.mkdtemp(path.join(CACHE, 'store-building-'));
+    try {
+      const store = await openStore({ databaseUrl: undefined, dataDir: work, template: await storeTemplate(), warn: () => undefined });
+      await store.close();
+      // another process may have made it meanwhile: its copy stands
+      await fs.rename(path.join(work, 'state'), dir).catch(async (err: unknown) => {
+        if (!(await exists(path.join(dir, 'PG_VERSION')))) throw err;
+      });
+    } finally {
+      await fs.rm(work, { recursive: true, force: true });
+    }
+    return dir;
+  })();
+  return storeDir;
+}
+
+const exists = (p: string): Promise<boolean> => fs.access(p).then(() => true, () => false);
 
 export async function demoImage(): Promise<Uint8Array> {
   const datasets = new Catalogue().datasets;
   const dir = path.join(CACHE, 'demo');
   return embeddedDemoImage(dir, datasets);
+}
+
+/** a new data directory's store: a copy of the migrated template (a directory that has one keeps it) */
+async function copyStore(dataDir: string): Promise<void> {
+  const state = path.join(dataDir, 'state');
+  if (await exists(state)) return;
+  await fs.cp(await storeTemplateDir(), state, { recursive: true });
 }
 
 export async function tempDir(prefix = 'svc-test-'): Promise<string> {
@@ -75,8 +111,8 @@ export async function startServer(o: ServerOptions = {}): Promise<TestServer> {
     demoWorkers: o.demoWorkers ?? 2,
     limits: { ...base.limits, ...(o.limits ?? {}) },
   };
-  const [template, image] = await Promise.all([config.databaseUrl ? Promise.resolve(undefined) : storeTemplate(), config.demoDatabaseUrl ? undefined : demoImage()]);
-  const svc = await buildApp(config, { ...(template ? { storeTemplate: template } : {}), ...(image ? { demoImage: image } : {}), ...(o.demo === 'eager' ? { awaitDemo: true } : { demo: 'lazy' as const }), ...(o.logStream ? { logStream: o.logStream } : {}) });
+  const [, image] = await Promise.all([config.databaseUrl ? undefined : copyStore(dataDir), config.demoDatabaseUrl ? undefined : demoImage()]);
+  const svc = await buildApp(config, { ...(image ? { demoImage: image } : {}), ...(o.demo === 'eager' ? { awaitDemo: true } : { demo: 'lazy' as const }), ...(o.logStream ? { logStream: o.logStream } : {}) });
   await svc.app.listen({ host: '127.0.0.1', port: 0 });
   const addr = svc.app.server.address();
   if (!addr || typeof addr === 'string') throw new Error('no address');
