@@ -36,22 +36,51 @@ function walk(dir) {
     .map((e) => path.relative(dir, path.join(e.parentPath ?? e.path, e.name)).split(path.sep).join('/'));
 }
 
+/** the files tsc writes for a source file: TypeScript's extension mapping (x.ts → x.js, x.mts → x.mjs) */
+const OUTPUT_OF = [['.ts', '.js'], ['.mts', '.mjs'], ['.cts', '.cjs'], ['.js', '.js'], ['.mjs', '.mjs'], ['.cjs', '.cjs']];
+
 /**
- * Compiled files whose source is gone (a test deleted or renamed) are removed, or tap would still
- * run them: the incremental build only writes.
+ * Compiled files (repository-relative, under .test-build/) whose source is gone: a test deleted or
+ * renamed. They are removed, or tap would still run them: the incremental build only writes.
  */
-function prune() {
-  const out = path.join(ROOT, OUT);
-  for (const rel of walk(out)) {
-    if (rel === '.tsbuildinfo') continue;
+export function staleOutputs(root = ROOT) {
+  return walk(path.join(root, OUT)).filter((rel) => {
+    if (rel === '.tsbuildinfo') return false;
     const base = rel.replace(/\.map$/, '');
-    const sources = base.endsWith('.js') ? [base.replace(/\.js$/, '.ts')] : [base];
-    if (!sources.some((s) => fs.existsSync(path.join(ROOT, s)))) fs.rmSync(path.join(out, rel));
+    const sources = OUTPUT_OF.filter(([, js]) => base.endsWith(js)).map(([src, js]) => base.slice(0, -js.length) + src);
+    return !(sources.length > 0 ? sources : [base]).some((s) => fs.existsSync(path.join(root, s)));
+  }).map((rel) => `${OUT}/${rel}`);
+}
+
+/**
+ * The compiled files (repository-relative) the last build should have written and that are not
+ * there, e.g. removed by hand: the incremental build trusts its record (.test-build/.tsbuildinfo)
+ * of what it wrote and would not write them again. Every source of the program counts, not only
+ * the tests: a test importing a compiled source that is gone fails to load.
+ */
+export function missingOutputs(root = ROOT) {
+  let info;
+  try {
+    info = JSON.parse(fs.readFileSync(path.join(root, OUT, '.tsbuildinfo'), 'utf8'));
+  } catch {
+    return [];
   }
+  const ts = require('typescript');
+  const config = ts.getParsedCommandLineOfConfigFile(path.join(root, 'tsconfig.test-build.json'), {}, { ...ts.sys, onUnRecoverableConfigFileDiagnostic: () => {} });
+  if (!config || !Array.isArray(info.fileNames)) return [];
+  const sources = info.fileNames
+    .map((f) => path.resolve(root, OUT, f))
+    .filter((f) => !f.split(path.sep).includes('node_modules') && !/\.d\.[mc]?ts$/.test(f) && fs.existsSync(f));
+  // every file of the program, imported ones (scripts/check-imports.mjs) as those tsconfig includes
+  const program = { ...config, fileNames: sources };
+  return sources
+    .flatMap((f) => ts.getOutputFileNames(program, f, !ts.sys.useCaseSensitiveFileNames))
+    .filter((f) => !fs.existsSync(f))
+    .map((f) => path.relative(root, f).split(path.sep).join('/'));
 }
 
 function compile() {
-  prune();
+  for (const rel of staleOutputs()) fs.rmSync(path.join(ROOT, rel));
   const tsc = require.resolve('typescript/bin/tsc');
   // dist/ (what `npm start` and the tests driving the compiled svc, svc-relay and control plane
   // run), brought up to date once here rather than by each such test file (test/cli/dist.ts)
@@ -60,10 +89,8 @@ function compile() {
   process.env['TEST_DIST_BUILT'] = '1';
   status = run(tsc, ['-p', 'tsconfig.test-build.json']);
   if (status !== 0) return status;
-  // the incremental build trusts its record of what it wrote: a compiled test removed by hand is
-  // written again by a full build
-  const missing = walk(path.join(ROOT, 'test')).filter((f) => f.endsWith('.ts') && !fs.existsSync(path.join(ROOT, OUT, 'test', f.replace(/\.ts$/, '.js'))));
-  if (missing.length > 0) {
+  // a compiled file removed by hand is written again by a full build
+  if (missingOutputs().length > 0) {
     fs.rmSync(path.join(ROOT, OUT, '.tsbuildinfo'), { force: true });
     status = run(tsc, ['-p', 'tsconfig.test-build.json']);
   }
@@ -87,21 +114,60 @@ function tapBuilt(tapBin) {
   return run(tapBin, ['build']);
 }
 
-/** a source test file → its compiled counterpart, a folder → the compiled tests under it; anything else as given */
-function compiled(arg) {
-  if (arg.startsWith('-')) return [arg];
-  const rel = path.relative(ROOT, path.resolve(arg)).split(path.sep).join('/');
-  if (rel.startsWith('..') || rel.startsWith(`${OUT}/`)) return [arg];
-  if (rel.endsWith('.ts')) return [path.join(OUT, rel.replace(/\.ts$/, '.js'))];
-  if (fs.existsSync(path.join(ROOT, rel)) && fs.statSync(path.join(ROOT, rel)).isDirectory()) {
-    const dir = path.join(OUT, rel);
-    return walk(path.join(ROOT, dir)).filter((f) => f.endsWith('.test.js')).map((f) => path.join(dir, f));
-  }
-  return [arg];
+/** the source test files (`*.test.ts`, repository-relative) under a folder of the repository */
+function testsUnder(root, rel) {
+  const found = [];
+  const visit = (dir) => {
+    for (const e of fs.readdirSync(path.join(root, dir), { withFileTypes: true })) {
+      const child = dir ? `${dir}/${e.name}` : e.name;
+      if (e.isDirectory() && e.name !== 'node_modules' && e.name !== 'dist' && !e.name.startsWith('.')) visit(child);
+      else if (e.isFile() && e.name.endsWith('.test.ts')) found.push(child);
+    }
+  };
+  visit(rel);
+  return found.sort();
+}
+
+/**
+ * npm test's arguments → tap's. A test file or a folder, named from the repository's root or from
+ * the folder `npm test` was typed in (npm runs the script at the root and tells that folder in
+ * INIT_CWD), becomes the compiled tests (.test-build/…/x.test.js) of its sources; anything else
+ * (tap's options, and an option's value given as the next argument: `--grep tampering`) passes
+ * through as given; an option's value that names a file or folder is to be given with `=`.
+ * `files`: whether a test file or folder was named (else the whole suite runs). Throws for a
+ * file or folder that is not there (a misspelt name) or a folder that holds no test.
+ */
+export function tapArgs(args, { root = ROOT, cwd = process.env['INIT_CWD'] || process.cwd() } = {}) {
+  let files = false;
+  const argv = args.flatMap((arg, i) => {
+    if (arg.startsWith('-')) return [arg];
+    const abs = [path.resolve(cwd, arg), path.resolve(root, arg)].find((p) => fs.existsSync(p));
+    if (abs === undefined) {
+      const before = args[i - 1];
+      if (before?.startsWith('-') && !before.includes('=')) return [arg];
+      throw new Error(`${arg}: no such test file or folder (from ${cwd} or ${root})`);
+    }
+    files = true;
+    const rel = path.relative(root, abs).split(path.sep).join('/');
+    if (rel.startsWith('..') || path.isAbsolute(rel) || rel === OUT || rel.startsWith(`${OUT}/`)) return [abs];
+    if (fs.statSync(abs).isDirectory()) {
+      const tests = testsUnder(root, rel);
+      if (tests.length === 0) throw new Error(`${arg}: no test file (*.test.ts) in that folder`);
+      return tests.map((f) => `${OUT}/${f.replace(/\.ts$/, '.js')}`);
+    }
+    return rel.endsWith('.ts') ? [`${OUT}/${rel.replace(/\.ts$/, '.js')}`] : [rel];
+  });
+  return { files, argv };
 }
 
 function main() {
-  const args = process.argv.slice(2);
+  let tap;
+  try {
+    tap = tapArgs(process.argv.slice(2));
+  } catch (err) {
+    process.stderr.write(`npm test: ${err.message}\n`);
+    return 1;
+  }
   let status = compile();
   if (status !== 0) {
     process.stderr.write('npm test: the sources or the tests do not compile (above); no test was run\n');
@@ -113,15 +179,14 @@ function main() {
   // the test cache, built once here rather than by each of the first test files at once
   status = run(path.join(ROOT, OUT, 'test/helpers/warm-cache.js'), []);
   if (status !== 0) return status;
-  const files = args.filter((a) => !a.startsWith('-'));
-  if (files.length > 0) return run(tapBin, args.flatMap(compiled));
+  if (tap.files) return run(tapBin, tap.argv);
   // the suite (package.json "tap": three files at a time, test/latency/ left out), then the latency
   // tests one at a time, with nothing else running beside them
-  status = run(tapBin, args);
-  const latencyDir = path.join(OUT, 'test/latency');
-  const latency = walk(path.join(ROOT, latencyDir)).filter((f) => f.endsWith('.test.js')).map((f) => path.join(latencyDir, f));
-  const second = latency.length > 0 ? run(tapBin, ['--jobs=1', ...args, ...latency]) : 0;
+  status = run(tapBin, tap.argv);
+  const latency = testsUnder(ROOT, 'test/latency').map((f) => `${OUT}/${f.replace(/\.ts$/, '.js')}`);
+  const second = latency.length > 0 ? run(tapBin, ['--jobs=1', ...tap.argv, ...latency]) : 0;
   return status !== 0 ? status : second;
 }
 
-process.exitCode = main();
+// run as a program (npm test); test/meta/test-script.test.ts imports it for its functions
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) process.exitCode = main();

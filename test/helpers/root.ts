@@ -1,14 +1,25 @@
 /**
  * Where the repository is, for tests that read its files (sources, docs, examples): the same
  * answer when a test runs from its source (`test/…/x.test.ts`) and when `npm test` runs it compiled
- * (`.test-build/test/…/x.test.js`, docs/testing.md). The root is the nearest folder above that
- * holds package.json (the compiled tree holds none).
+ * (`.test-build/test/…/x.test.js`, docs/testing.md).
  */
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-function findRoot(from: string): string {
+/** the folder the compiled tests and sources are written to (tsconfig.test-build.json) */
+export const TEST_BUILD_DIR = '.test-build';
+
+/**
+ * The repository holding a folder: the one that holds .test-build/ when the folder is inside it
+ * (whatever tsc wrote there: a JSON module a test imports, package.json included, is copied into
+ * it), else the nearest folder above that holds package.json.
+ */
+export function findRoot(from: string): string {
+  for (let dir = from; ; dir = path.dirname(dir)) {
+    if (path.basename(dir) === TEST_BUILD_DIR) return path.dirname(dir);
+    if (path.dirname(dir) === dir) break;
+  }
   for (let dir = from; ; dir = path.dirname(dir)) {
     if (existsSync(path.join(dir, 'package.json'))) return dir;
     if (path.dirname(dir) === dir) throw new Error(`no package.json above ${from}`);
@@ -17,9 +28,6 @@ function findRoot(from: string): string {
 
 /** the repository's root folder */
 export const ROOT = findRoot(path.dirname(fileURLToPath(import.meta.url)));
-
-/** the folder the compiled tests and sources are written to (tsconfig.test-build.json) */
-export const TEST_BUILD_DIR = '.test-build';
 
 /**
  * The source file (repository-relative, `/`-separated) of a module, given its `import.meta.url`:

@@ -1,0 +1,102 @@
+/**
+ * `npm test` itself (scripts/test.mjs, docs/testing.md): which arguments are test files and what
+ * runs for them, which compiled files are stale or missing, and where the tests find the
+ * repository (test/helpers/root.ts). Small trees in a temporary folder; nothing is compiled.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import t, { type Test } from 'tap';
+import { findRoot, ROOT } from '../helpers/root.js';
+
+interface TestScript {
+  tapArgs(args: readonly string[], where?: { root?: string; cwd?: string }): { files: boolean; argv: string[] };
+  staleOutputs(root?: string): string[];
+  missingOutputs(root?: string): string[];
+}
+
+// loaded from the repository (it finds the repository beside itself), not compiled with the tests
+const script = (await import(pathToFileURL(path.join(ROOT, 'scripts/test.mjs')).href)) as TestScript;
+
+function tree(t: Test, files: Record<string, string>): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-test-script-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  for (const [rel, text] of Object.entries(files)) {
+    fs.mkdirSync(path.dirname(path.join(dir, rel)), { recursive: true });
+    fs.writeFileSync(path.join(dir, rel), text);
+  }
+  return dir;
+}
+
+t.test('arguments: test files and folders become their compiled tests, the rest passes through to tap', async (t) => {
+  const root = tree(t, {
+    'package.json': '{}',
+    'test/api/audit.test.ts': '',
+    'test/api/keys.test.ts': '',
+    'test/api/deep/x.test.ts': '',
+    'test/helpers/tap.ts': '',
+  });
+  const at = { root, cwd: root };
+  t.same(script.tapArgs(['test/api/audit.test.ts'], at), { files: true, argv: ['.test-build/test/api/audit.test.js'] });
+  t.same(script.tapArgs(['test/api/'], at).argv, ['.test-build/test/api/audit.test.js', '.test-build/test/api/deep/x.test.js', '.test-build/test/api/keys.test.js'], 'a folder: the tests under it');
+  // an option's value given as the next argument is not a test file: the whole suite runs
+  // (test/latency/ included), not tap's own selection of it
+  t.same(script.tapArgs(['--grep', 'tampering'], at), { files: false, argv: ['--grep', 'tampering'] });
+  t.same(script.tapArgs(['--timeout', '600', '--grep=x', 'test/api/keys.test.ts'], at), {
+    files: true,
+    argv: ['--timeout', '600', '--grep=x', '.test-build/test/api/keys.test.js'],
+  });
+  // typed in a subfolder: npm runs the script at the root and names that folder in INIT_CWD
+  t.same(script.tapArgs(['audit.test.ts'], { root, cwd: path.join(root, 'test/api') }).argv, ['.test-build/test/api/audit.test.js']);
+  t.throws(() => script.tapArgs(['test/api/audti.test.ts'], at), /audti\.test\.ts: no such test file or folder/, 'a misspelt test file fails before anything is compiled');
+  t.throws(() => script.tapArgs(['test/ap'], at), /test\/ap: no such test file or folder/);
+  t.throws(() => script.tapArgs(['test/helpers'], at), /no test file/, 'a folder without tests');
+});
+
+t.test('stale compiled files: those whose source is gone, whatever its extension', async (t) => {
+  const root = tree(t, {
+    'test/a.test.ts': '',
+    'scripts/tool.js': '',
+    'relay-agent/pack.mjs': '',
+    'lib/m.mts': '',
+    '.test-build/.tsbuildinfo': '{}',
+    '.test-build/test/a.test.js': '',
+    '.test-build/test/a.test.js.map': '',
+    '.test-build/test/renamed.test.js': '',
+    '.test-build/test/renamed.test.js.map': '',
+    '.test-build/scripts/tool.js': '',
+    '.test-build/relay-agent/pack.mjs': '',
+    '.test-build/relay-agent/pack.mjs.map': '',
+    '.test-build/lib/m.mjs': '',
+  });
+  t.same(script.staleOutputs(root).sort(), ['.test-build/test/renamed.test.js', '.test-build/test/renamed.test.js.map']);
+});
+
+t.test('missing compiled files: every source the last build compiled, not only the tests', async (t) => {
+  const root = tree(t, {
+    'tsconfig.test-build.json': JSON.stringify({
+      compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', outDir: '.test-build', rootDir: '.', sourceMap: true, allowJs: true },
+      include: ['src/**/*.ts', 'test/**/*.ts'],
+    }),
+    'src/config.ts': '',
+    'scripts/tool.mjs': '',
+    'test/a.test.ts': '',
+    '.test-build/.tsbuildinfo': JSON.stringify({ fileNames: ['../node_modules/typescript/lib/lib.es5.d.ts', '../src/config.ts', '../scripts/tool.mjs', '../test/a.test.ts', '../src/gone.ts'] }),
+    '.test-build/test/a.test.js': '',
+    '.test-build/test/a.test.js.map': '',
+    '.test-build/scripts/tool.mjs': '',
+    '.test-build/src/config.js.map': '',
+  });
+  t.same(script.missingOutputs(root).sort(), ['.test-build/scripts/tool.mjs.map', '.test-build/src/config.js']);
+  fs.rmSync(path.join(root, '.test-build'), { recursive: true });
+  t.same(script.missingOutputs(root), [], 'no record of a build: tsc builds it all anyway');
+});
+
+t.test('the repository root, from the sources and from the compiled tests', async (t) => {
+  t.ok(fs.existsSync(path.join(ROOT, 'scripts/test.mjs')), `ROOT is the repository (${ROOT})`);
+  // tsc copies a JSON module a test imports into .test-build/, package.json included
+  const root = tree(t, { 'package.json': '{}', '.test-build/package.json': '{}', '.test-build/test/helpers/x': '', 'test/helpers/x': '' });
+  t.equal(findRoot(path.join(root, '.test-build/test/helpers')), root);
+  t.equal(findRoot(path.join(root, 'test/helpers')), root);
+});
