@@ -15,6 +15,16 @@ let db: PGlite | undefined;
 let imageFs: ImageFs | undefined;
 
 
+/**
+ * One message to the engine (one entry into it), its answers parsed, errors and notices among them.
+ * Not `execProtocolRaw`: that one also parses every answer into the engine's record of its current
+ * query, which only its own `query()`/`exec()` clear, so every row read that way stayed in this
+ * thread's memory until the next of those (an engine that only reads and batches never clears it).
+ */
+function send(pg: PGlite, message: Uint8Array): Promise<wire.BackendMessage[]> {
+  return pg.execProtocolStream(message, { syncToFs: false, throwOnError: false });
+}
+
 function database(): PGlite {
   if (!db) throw new Error('embedded engine not initialised');
   return db;
@@ -56,7 +66,7 @@ async function read(spec: ReadQuerySpec): Promise<ReadQueryResult> {
       return first && n === ask ? Promise.resolve(first) : extended(pg, [], `FETCH ${Math.min(n, FETCH_BATCH)} FROM svc_cursor`);
     }, caps);
   } finally {
-    await pg.execProtocolRaw(s.query('ROLLBACK'), { syncToFs: false });
+    await send(pg, s.query('ROLLBACK'));
   }
 }
 
@@ -67,13 +77,8 @@ async function read(spec: ReadQuerySpec): Promise<ReadQueryResult> {
  */
 async function extended(pg: PGlite, before: readonly Uint8Array[], sql: string): Promise<Batch> {
   const s = protocol.serialize;
-  const raw = await pg.execProtocolRaw(Buffer.concat([...before, s.parse({ text: sql }), s.bind({}), s.describe({ type: 'P' }), s.execute({}), s.sync()]), { syncToFs: false });
-  const messages: wire.BackendMessage[] = [];
-  let error: wire.DatabaseError | undefined;
-  new protocol.Parser().parse(raw, (m) => {
-    if (m instanceof wire.DatabaseError) error ??= m;
-    else messages.push(m);
-  });
+  const messages = await send(pg, Buffer.concat([...before, s.parse({ text: sql }), s.bind({}), s.describe({ type: 'P' }), s.execute({}), s.sync()]));
+  const error = messages.find((m): m is wire.DatabaseError => m instanceof wire.DatabaseError);
   if (error) throw error;
   const sets = results.parseResults(messages, pg.parsers, { rowMode: 'array' });
   const last = sets[sets.length - 1];
@@ -159,11 +164,10 @@ async function together(pg: PGlite, group: readonly { sql: string; values: (stri
   const answers: wire.BackendMessage[][] = [[]];
   let synced: WorkerErrorInfo | undefined;
   try {
-    const raw = await pg.execProtocolRaw(message, { syncToFs: false });
-    new protocol.Parser().parse(raw, (m) => {
+    for (const m of await send(pg, message)) {
       if (m.name === 'readyForQuery') answers.push([]);
       else (answers[answers.length - 1] as wire.BackendMessage[]).push(m);
-    });
+    }
   } catch (err) {
     const error = errorInfo(err);
     return group.map(() => ({ ok: false, error }));

@@ -4,7 +4,7 @@
  * gets must be what PGlite's own `query()` gives for the same statement (values, types, column
  * names), failures must carry the database's SQLSTATE wherever they happen (the settings, the
  * cursor, the first fetch, a later fetch), and nothing of one read may outlive it (settings,
- * cursor, transaction).
+ * cursor, transaction, the rows it fetched in the engine thread's memory).
  */
 import t from 'tap';
 import type { EmbeddedError, ReadQuerySpec } from '../../control-plane/embedded/index.js';
@@ -88,4 +88,35 @@ t.test('EXPLAIN goes through the direct path, one batch', async (t) => {
   t.same(r.columns.map((c) => c.name), ['QUERY PLAN']);
   t.ok(r.rows.length >= 1);
   t.match(String(r.rows[0]?.['QUERY PLAN']), /Index|Scan/);
+});
+
+// runs in the engine's thread (EmbeddedPostgres.runModule): that thread's heap after a full collection
+const HEAP_PROBE = new URL(`data:text/javascript,${encodeURIComponent(`
+import v8 from 'node:v8';
+import vm from 'node:vm';
+v8.setFlagsFromString('--expose-gc');
+const gc = vm.runInNewContext('gc');
+export async function heap(db, progress) { gc(); gc(); progress(process.memoryUsage().heapUsed); }
+`)}`);
+
+t.test('what a read fetched is not kept in the engine thread after it', async (t) => {
+  const db = await blankEngine();
+  t.teardown(() => db.close());
+  const heap = async (): Promise<number> => {
+    let used = 0;
+    await db.runModule(HEAP_PROBE, 'heap', (p) => (used = p as number));
+    return used;
+  };
+  // reads and batched statements only (no query()/exec() of PGlite's own between them), as a demo engine gets
+  const sql = "SELECT repeat('x', 100000) AS v FROM generate_series(1, 40)";
+  await db.read(spec(sql, { maxBytes: 100_000_000 }));
+  const before = await heap();
+  for (let i = 0; i < 5; i++) {
+    t.equal((await db.read(spec(sql, { maxBytes: 100_000_000 }))).rows.length, 40);
+    t.equal((await db.read(spec(sql, { maxBytes: 100_000_000, direct: true }))).rows.length, 40);
+    t.equal((await db.query(sql)).length, 40);
+  }
+  // 15 results of 4 MB each went through; kept in the thread (execProtocolRaw kept them), they grew it by about 60 MB
+  const grown = (await heap()) - before;
+  t.ok(grown < 25_000_000, `the thread's heap grew by ${(grown / 1e6).toFixed(1)} MB`);
 });
