@@ -5,10 +5,9 @@
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { demoImage, tempDir } from '../helpers/server.js';
+import { demoImage, tempDir, CACHE } from '../helpers/server.js';
 import { exitOf } from '../helpers/control-plane-process.js';
 import { ensureDist, ROOT } from '../cli/dist.js';
 
@@ -28,7 +27,7 @@ t.test('SIGTERM to npm start reaches the control plane, which shuts down and exi
   t.teardown(() => fs.rm(dataDir, { recursive: true, force: true }));
   // not a first start: the demo image is there already (as the shared test image)
   await demoImage();
-  await fs.cp(path.join(os.tmpdir(), 'svc-test-cache', 'demo'), path.join(dataDir, 'demo'), { recursive: true });
+  await fs.cp(path.join(CACHE, 'demo'), path.join(dataDir, 'demo'), { recursive: true });
   const npm = spawn('npm', ['start'], {
     cwd: ROOT,
     env: { ...process.env, SVC_DATA_DIR: dataDir, PORT: '0', SVC_TUNNEL_PORT: '0', LOG_LEVEL: 'info' },

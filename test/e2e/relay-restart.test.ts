@@ -6,11 +6,10 @@
  * delays, and their queries answer.
  */
 import fs from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { createExecutor, loadConfig, RelayAgent, wsDialer, type Executor } from '../../relay-agent/index.js';
-import { demoImage, openConnection, tempDir } from '../helpers/server.js';
+import { demoImage, openConnection, tempDir, CACHE } from '../helpers/server.js';
 import { buildDist, controlPlaneBin, enrollRelay, freePort, fundedAgent, ordersDatabase, queryFn, relayView, rmDir, spawnNode, until, type Proc } from '../relay-agent/harness.js';
 
 t.test('control plane restart: three relays come back online with jittered reconnects', async (t) => {
@@ -19,7 +18,7 @@ t.test('control plane restart: three relays come back online with jittered recon
   const dataDir = await tempDir();
   // not a first start: the demo image is there already (as the shared test image)
   await demoImage();
-  await fs.cp(path.join(os.tmpdir(), 'svc-test-cache', 'demo'), path.join(dataDir, 'demo'), { recursive: true });
+  await fs.cp(path.join(CACHE, 'demo'), path.join(dataDir, 'demo'), { recursive: true });
   const env = { SVC_DATA_DIR: dataDir, PORT: String(await freePort()), SVC_TUNNEL_PORT: String(await freePort()), LOG_LEVEL: 'info', SVC_RATE_LIMIT: '100000' };
   const start = async (): Promise<{ proc: Proc; url: string }> => {
     const proc = spawnNode(controlPlaneBin, [], env);

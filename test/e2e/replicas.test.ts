@@ -14,11 +14,10 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
 import net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import t from 'tap';
-import { api, demoImage, freshDatabase, openConnection, realPostgresAvailable, tempDir } from '../helpers/server.js';
+import { api, demoImage, freshDatabase, openConnection, realPostgresAvailable, tempDir, CACHE } from '../helpers/server.js';
 import { buildDist, controlPlaneBin, enrollRelay, freePort, fundedAgent, ordersDatabase, queryFn, rmDir, runRelay, spawnNode, until, type Proc } from '../relay-agent/harness.js';
 
 /** A TCP balancer: each new connection goes to the next backend in turn; a backend that refuses is skipped. */
@@ -85,7 +84,7 @@ if (!(await realPostgresAvailable())) {
     for (let i = 0; i < 3; i++) {
       const dataDir = await tempDir();
       // not a first start: the demo image is there already (as the shared test image)
-      await fs.cp(path.join(os.tmpdir(), 'svc-test-cache', 'demo'), path.join(dataDir, 'demo'), { recursive: true });
+      await fs.cp(path.join(CACHE, 'demo'), path.join(dataDir, 'demo'), { recursive: true });
       const port = await freePort();
       replicas.push({ index: i, port, tunnelPort: await freePort(), dataDir, proc: undefined, url: `http://127.0.0.1:${port}` });
     }

@@ -7,8 +7,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import t from 'tap';
-import os from 'node:os';
-import { api, demoImage, tempDir } from '../helpers/server.js';
+import { api, demoImage, tempDir, CACHE } from '../helpers/server.js';
 import { Catalogue } from '../../control-plane/catalogue/index.js';
 import { demoFingerprint } from '../../control-plane/demo/load.js';
 import { unpackImage } from '../../control-plane/embedded/image-fs.js';
@@ -111,7 +110,7 @@ t.test('SIGTERM with a statement in flight: it finishes, is settled and audited,
   const env = { SVC_DATA_DIR: dataDir, PORT: '0', SVC_TUNNEL_PORT: '0', LOG_LEVEL: 'info', SVC_QUERY_TIMEOUT_MS: '2000' };
   // not a first start: the demo image is there already (as the shared test image)
   await demoImage();
-  await fs.cp(path.join(os.tmpdir(), 'svc-test-cache', 'demo'), path.join(dataDir, 'demo'), { recursive: true });
+  await fs.cp(path.join(CACHE, 'demo'), path.join(dataDir, 'demo'), { recursive: true });
   const first = await start(env);
   const key = (await api<{ apiKey: string }>(first.url, 'POST', '/v1/agent/account', { body: { orgName: 'Drain Co', agentName: 'bot' } })).body.apiKey;
   await demoReady(first.url);

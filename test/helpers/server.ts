@@ -15,7 +15,8 @@ import { embeddedDemoImage } from '../../control-plane/demo/engine.js';
 import { scopeSettings } from '../../control-plane/query/scope-settings.js';
 import { embeddedStoreTemplate, MIGRATIONS, openStore } from '../../control-plane/store/index.js';
 
-const CACHE = path.join(os.tmpdir(), 'svc-test-cache');
+/** the test cache (TEST_CACHE_DIR, default the OS temp dir's svc-test-cache): kept between test files and runs */
+export const CACHE = process.env['TEST_CACHE_DIR'] ?? path.join(os.tmpdir(), 'svc-test-cache');
 
 /** `name` from the test cache, built (and kept for the next test files) when it is not there */
 export async function cached(name: string, build: () => Promise<Uint8Array>): Promise<Uint8Array> {
@@ -48,6 +49,7 @@ export function storeTemplateDir(): Promise<string> {
   storeDir ??= (async () => {
     const dir = path.join(CACHE, `store-${storeKey()}`);
     if (await exists(path.join(dir, 'PG_VERSION'))) return dir;
+    await fs.mkdir(CACHE, { recursive: true });
     const work = await fs.mkdtemp(path.join(CACHE, 'store-building-'));
     try {
       const store = await openStore({ databaseUrl: undefined, dataDir: work, template: await storeTemplate(), warn: () => undefined });

@@ -5,10 +5,9 @@
  * attempts in flight: they finish (or are released) and the process exits 0.
  */
 import fs from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { api, demoImage, tempDir } from '../helpers/server.js';
+import { api, demoImage, tempDir, CACHE } from '../helpers/server.js';
 import { Receiver } from './receiver.js';
 import { exitOf, startControlPlane as start } from '../helpers/control-plane-process.js';
 
@@ -16,7 +15,7 @@ t.test('SIGKILL with deliveries pending: after a restart every delivery arrives,
   const dataDir = await tempDir();
   t.teardown(() => fs.rm(dataDir, { recursive: true, force: true }));
   await demoImage();
-  await fs.cp(path.join(os.tmpdir(), 'svc-test-cache', 'demo'), path.join(dataDir, 'demo'), { recursive: true });
+  await fs.cp(path.join(CACHE, 'demo'), path.join(dataDir, 'demo'), { recursive: true });
   const env = {
     SVC_DATA_DIR: dataDir,
     PORT: '0',

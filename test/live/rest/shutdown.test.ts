@@ -11,11 +11,10 @@
  */
 import fs from 'node:fs/promises';
 import type http from 'node:http';
-import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { createCa, issueServerCertificate } from '../../../pki/index.js';
-import { api, demoImage, openConnection, signupAgent, startServer, tempDir, type ApiResponse, type TestServer } from '../../helpers/server.js';
+import { api, demoImage, openConnection, signupAgent, startServer, tempDir, type ApiResponse, type TestServer, CACHE } from '../../helpers/server.js';
 import { exitOf, startControlPlane } from '../../helpers/control-plane-process.js';
 import { provider, type Provider } from './helpers.js';
 
@@ -64,7 +63,7 @@ t.test('SIGTERM with API and file statements in flight: each is answered 503 shu
   t.teardown(() => fs.rm(dataDir, { recursive: true, force: true }));
   // the demo datasets the child loads at start, from the tests' cache
   await demoImage();
-  await fs.cp(path.join(os.tmpdir(), 'svc-test-cache', 'demo'), path.join(dataDir, 'demo'), { recursive: true });
+  await fs.cp(path.join(CACHE, 'demo'), path.join(dataDir, 'demo'), { recursive: true });
   const ca = createCa({ keyBits: 2048 });
   const cert = issueServerCertificate(ca, { dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'] });
   const caFile = path.join(dataDir, 'upstream-ca.pem');
