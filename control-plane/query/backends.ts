@@ -199,6 +199,8 @@ export class RelayBackend implements Backend {
     private readonly checks: PolicyChecks,
     /** reaches tunnels other replicas hold (none: this replica's tunnels only) */
     private readonly forward?: RelayForwarder,
+    /** aborted when the control plane shuts down: statements are cancelled at the relay's database */
+    private readonly shutdown?: AbortSignal,
   ) {}
 
   async prepare(sqlText: string, scopes: ParsedScopes, target: Target, caller: { readonly tenant: string }): Promise<PreparedStatement> {
@@ -207,7 +209,9 @@ export class RelayBackend implements Backend {
 
   run(q: PreparedStatement, ctx: RunContext): Promise<ReadQueryResult> {
     ctx.onStart?.();
-    return runOnRelay(this.tunnels, ctx.scopes.relay as string, q.sql, ctx.limits, ctx.signal, this.forward ? { via: this.forward, connectionId: ctx.connectionId } : undefined);
+    // after the shutdown's drain, as a live statement: stopped at the database, answered 503, not charged
+    const signal = this.shutdown ? AbortSignal.any([ctx.signal, this.shutdown]) : ctx.signal;
+    return runOnRelay(this.tunnels, ctx.scopes.relay as string, q.sql, ctx.limits, signal, this.forward ? { via: this.forward, connectionId: ctx.connectionId } : undefined);
   }
 
   describe(_target: Target, ctx: DescribeContext): Promise<SchemaListing> {

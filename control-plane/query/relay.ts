@@ -7,7 +7,7 @@
 import { ProtocolError, type QueryStream } from '../../protocol/index.js';
 import { RelayStreamError } from '../../protocol/relay-contract.js';
 import { RowCollector, uniqueColumnNames, type ColumnInfo, type ReadQueryResult } from '../results/index.js';
-import { ApiError } from '../errors.js';
+import { ApiError, isApiError } from '../errors.js';
 import { statementRejected } from './errors.js';
 import type { ParsedScopes } from '../catalogue/index.js';
 import { isSystemSchema } from '../catalogue/scopes.js';
@@ -93,7 +93,11 @@ export async function runOnRelay(
       // deleted through any replica: answered as the replica that deleted it answers
       throw new ApiError('connection_revoked', `relay ${relayId} of this connection was deleted; nothing was run or charged; open a new connection`, { cause: 'relay_deleted', relay_id: relayId });
     }
-    if (forward && holder) return forward.via.run(holder, { relay_id: relayId, connection_id: forward.connectionId, sql, limits }, signal);
+    if (forward && holder) {
+      return forward.via.run(holder, { relay_id: relayId, connection_id: forward.connectionId, sql, limits }, signal).catch((err: unknown) => {
+        throw signal?.aborted && isApiError(signal.reason) ? signal.reason : err;
+      });
+    }
     throw new ApiError('relay_unavailable', `relay ${relayId} has no live tunnel: is svc-relay running and able to reach the control plane?`, { relay_id: relayId });
   }
   let stream: QueryStream;
@@ -131,6 +135,8 @@ export async function runOnRelay(
       } else if (ev.type === 'end' && ev.end.truncated) relayTruncated = true;
     }
   } catch (err) {
+    // stopped by its signal: the stop's own answer when it has one (the shutdown's 503)
+    if (signal?.aborted && isApiError(signal.reason)) throw signal.reason;
     if (timedOut || (err instanceof ProtocolError && err.code === 'PROTO_ERR_DEADLINE')) {
       throw new ApiError('query_timeout', `the statement ran past its ${limits.timeoutMs} ms deadline and was cancelled at the relay's database`);
     }

@@ -61,7 +61,7 @@ export function queryDeps(s: Services): QueryDeps {
   let deps = depsOf.get(s);
   if (!deps) {
     const checks = { checker: s.sqlChecker, cache: s.checkedStatements };
-    const backends: Backends = { demo: new DemoBackend(s.demo, checks), relay: new RelayBackend(s.tunnels, checks, s.forwarder), connector: new ConnectorBackend(s.live, s.credentials, s.shutdown) };
+    const backends: Backends = { demo: new DemoBackend(s.demo, checks), relay: new RelayBackend(s.tunnels, checks, s.forwarder, s.shutdown), connector: new ConnectorBackend(s.live, s.credentials, s.shutdown) };
     deps = { store: s.store, catalogue: s.catalogue, limits: s.config.limits, backends, connections: s.connections, keys: s.keys, running: s.running, metrics: s.metrics };
     depsOf.set(s, deps);
   }

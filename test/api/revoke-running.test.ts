@@ -9,7 +9,7 @@
  */
 import pg from 'pg';
 import t from 'tap';
-import { customerDatabase, type CustomerDatabase } from '../helpers/customer-db.js';
+import { customerDatabase, ordersOnRealPostgres, type CustomerDatabase } from '../helpers/customer-db.js';
 import { api, openConnection, realPostgresAvailable, signupAgent, startServer, type TestServer } from '../helpers/server.js';
 import { RunningQueries, WATCH_INTERVAL_MS } from '../../control-plane/query/running.js';
 import { startRelay } from '../helpers/relay.js';
@@ -206,14 +206,9 @@ t.test('a revocation committed by another replica (straight into the shared stor
 });
 
 t.test('relay deleted while a statement runs through it: stopped at the database, 410 connection_revoked, cause relay_deleted', async (t) => {
-  if (!(await realPostgresAvailable())) return t.skip('no PostgreSQL answers at TEST_DATABASE_URL (PGlite runs one statement at a time, on this thread)', () => undefined);
-  const db: CustomerDatabase = await customerDatabase('svc_revoke_relay');
-  t.teardown(() => db.drop());
-  if (db.kind !== 'postgres') return t.skip('the customer database is PGlite here', () => undefined);
-  const c = new pg.Client({ connectionString: db.url });
-  await c.connect();
-  t.teardown(() => c.end());
-  await c.query('CREATE TABLE orders (id int PRIMARY KEY); INSERT INTO orders SELECT generate_series(1, 2000)');
+  const customer = await ordersOnRealPostgres(t, 'svc_revoke_relay', 2000);
+  if (!customer) return;
+  const { db, client: c } = customer;
   const a = await payingAgent('Relay Deletion Org');
   const relay = await startRelay(srv, a.key, db.url, { applicationName: 'svc-relay-revoke' });
   t.teardown(() => relay.close());

@@ -6,7 +6,9 @@
  * what the PGlite fallback can and cannot do (`concurrent`, `cancelAtDatabase`, `maxConnections`).
  */
 import { customerDatabase as open, type CustomerDatabase } from '../../bench/customer-db.js';
-import { TEST_DATABASE_URL } from './server.js';
+import pg from 'pg';
+import { realPostgresAvailable, TEST_DATABASE_URL } from './server.js';
+import type { TapTest } from './tap.js';
 
 export type { CustomerDatabase, CustomerDatabaseKind } from '../../bench/customer-db.js';
 export { PGLITE_MAX_CONNECTIONS } from '../../bench/customer-db.js';
@@ -45,4 +47,27 @@ export async function quietServerLog(url: string): Promise<boolean> {
   } finally {
     await c.end();
   }
+}
+
+/**
+ * A customer database on the real PostgreSQL holding `orders (id int PRIMARY KEY)` with ids
+ * 1…`rows`, and a client on it; both end with the test `t`. Undefined, the test skipped with the
+ * reason, where no real PostgreSQL answers (tests that interrupt a running statement need one).
+ */
+export async function ordersOnRealPostgres(t: TapTest, prefix: string, rows: number): Promise<{ db: CustomerDatabase; client: pg.Client } | undefined> {
+  if (!(await realPostgresAvailable())) {
+    t.skip('no PostgreSQL answers at TEST_DATABASE_URL (PGlite cannot interrupt a running statement)', () => undefined);
+    return undefined;
+  }
+  const db = await customerDatabase(prefix);
+  t.teardown(() => db.drop());
+  if (db.kind !== 'postgres') {
+    t.skip('the customer database is PGlite here', () => undefined);
+    return undefined;
+  }
+  const client = new pg.Client({ connectionString: db.url });
+  await client.connect();
+  t.teardown(() => client.end());
+  await client.query(`CREATE TABLE orders (id int PRIMARY KEY); INSERT INTO orders SELECT generate_series(1, ${Math.floor(rows)})`);
+  return { db, client };
 }

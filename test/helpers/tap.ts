@@ -17,3 +17,26 @@ export async function eventually(check: () => Promise<boolean>, ms = 3000): Prom
 export async function until(what: string, cond: () => boolean | Promise<boolean>, ms = 10_000): Promise<void> {
   if (!(await eventually(async () => cond(), ms))) throw new Error(`timed out waiting: ${what}`);
 }
+
+/** An API answer as test/helpers/server.ts `api` gives it (status, headers, parsed body, text). */
+interface Answer {
+  readonly status: number;
+  readonly text: string;
+  readonly headers: Headers;
+  readonly body: { error?: { code: string; message: string; details?: Record<string, unknown> } };
+}
+
+/**
+ * `r` is a statement the shutdown stopped after its drain: 503 service_unavailable with
+ * Retry-After, answered by the query path (audited) and not charged. Returns its audit event id.
+ */
+export function expectShutdownStop(t: TapTest, r: Answer): unknown {
+  t.equal(r.status, 503, r.text);
+  t.equal(r.body.error?.code, 'service_unavailable');
+  t.equal(r.headers.get('retry-after'), '1', 'Retry-After');
+  t.match(r.body.error?.message, /shutting down.*not charged/);
+  const auditId = r.body.error?.details?.['audit_event_id'];
+  t.type(auditId, 'string', 'answered by the query path (audited), not the 503 of a request that came after the close');
+  t.notOk(r.body.error?.details && 'cost_cents' in r.body.error.details, 'not charged');
+  return auditId;
+}
