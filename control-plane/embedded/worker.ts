@@ -63,7 +63,10 @@ async function read(spec: ReadQuerySpec): Promise<ReadQueryResult> {
     return await collectRows((n) => {
       const first = ahead;
       ahead = undefined;
-      return first && n === ask ? Promise.resolve(first) : extended(pg, [], `FETCH ${Math.min(n, FETCH_BATCH)} FROM svc_cursor`);
+      if (!first) return extended(pg, [], `FETCH ${Math.min(n, FETCH_BATCH)} FROM svc_cursor`);
+      // the rows fetched ahead are the cursor's first: a first ask of another size would lose them
+      if (n !== ask) return Promise.reject(new Error(`embedded read: the first fetch asked ${n} rows, ${ask} were fetched ahead (results/rows.ts firstFetch)`));
+      return Promise.resolve(first);
     }, caps);
   } finally {
     await send(pg, s.query('ROLLBACK'));
