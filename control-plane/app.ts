@@ -2,6 +2,7 @@
  * buildApp(config) assembles the control plane without listening: the store (migrated), the
  * catalogue, the demo engine (warming up in the background), and one route plugin per resource.
  */
+import { setMaxListeners } from 'node:events';
 import type { Socket } from 'node:net';
 import Fastify from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
@@ -163,6 +164,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   // aborted after the drain: live statements still running are stopped at their source and
   // answered 503 (not charged; query/errors.ts shutdownStop)
   const shutdownController = new AbortController();
+  // every live and relay statement running listens on it (query/backends.ts untilShutdown): not a leak
+  setMaxListeners(0, shutdownController.signal);
   const track = async <T>(work: () => Promise<T>): Promise<T> => {
     inflight++;
     try {

@@ -7,6 +7,7 @@
 import { getEventListeners } from 'node:events';
 import t from 'tap';
 import { untilShutdown } from '../../control-plane/query/backends.js';
+import { startServer } from '../helpers/server.js';
 
 t.test('nothing stays on the shutdown signal once statements are done', async (t) => {
   const shutdown = new AbortController();
@@ -45,4 +46,19 @@ t.test('the linked signal aborts with the reason of whichever stops first', asyn
   t.equal(untilShutdown(new AbortController().signal, AbortSignal.abort(reason)).signal.reason, reason, 'a shutdown begun already');
   const none = new AbortController().signal;
   t.equal(untilShutdown(none, undefined).signal, none, 'no shutdown signal: the statement\'s own');
+});
+
+t.test("the app's shutdown signal takes a listener per running statement without a leak warning", async (t) => {
+  const srv = await startServer();
+  t.teardown(() => srv.close());
+  const warnings: string[] = [];
+  const onWarning = (w: Error): void => void warnings.push(`${w.name}: ${w.message}`);
+  process.on('warning', onWarning);
+  t.teardown(() => void process.off('warning', onWarning));
+  // more than 10 statements at once (EventTarget's default limit) printed MaxListenersExceededWarning
+  const own = Array.from({ length: 20 }, () => untilShutdown(new AbortController().signal, srv.svc.services.shutdown));
+  t.ok(getEventListeners(srv.svc.services.shutdown, 'abort').length >= 20, 'one listener per statement');
+  await new Promise((res) => setTimeout(res, 20));
+  t.same(warnings.filter((w) => w.startsWith('MaxListenersExceededWarning')), [], 'no leak warning');
+  for (const s of own) s.release();
 });
