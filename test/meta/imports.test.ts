@@ -6,12 +6,12 @@
  */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import ts from 'typescript';
 import { checkImports, cyclicComponents, importGraph, KNOWN_CYCLES } from '../../scripts/check-imports.mjs';
 import { ROOT } from '../cli/dist.js';
+import { fileTree } from '../helpers/file-tree.js';
 
 t.test('the sources: no new cycle, the dependency direction kept', async (t) => {
   const { graph } = importGraph(ROOT);
@@ -43,16 +43,7 @@ t.test('`node scripts/check-imports.mjs` exits 0 on the sources', async (t) => {
   t.match(out, /^imports: \d+ files, no cycle/);
 });
 
-/** A source tree of `files` in a temporary folder, removed after the test `t`. */
-function tree(t: Test, files: Record<string, string>): string {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'imports-'));
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
-  for (const [f, text] of Object.entries(files)) {
-    fs.mkdirSync(path.dirname(path.join(dir, f)), { recursive: true });
-    fs.writeFileSync(path.join(dir, f), text);
-  }
-  return dir;
-}
+const tree = (t: Test, files: Record<string, string>): string => fileTree(t, files, 'imports-');
 
 t.test('the checker finds a cycle, type-only or through a re-export, written across lines', async (t) => {
   const dir = tree(t, {

@@ -4,11 +4,11 @@
  * repository (test/helpers/root.ts). Small trees in a temporary folder; nothing is compiled.
  */
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import t, { type Test } from 'tap';
 import { findRoot, ROOT } from '../helpers/root.js';
+import { fileTree } from '../helpers/file-tree.js';
 
 interface TestScript {
   tapArgs(args: readonly string[], where?: { root?: string; cwd?: string }): { files: boolean; argv: string[] };
@@ -19,15 +19,7 @@ interface TestScript {
 // loaded from the repository (it finds the repository beside itself), not compiled with the tests
 const script = (await import(pathToFileURL(path.join(ROOT, 'scripts/test.mjs')).href)) as TestScript;
 
-function tree(t: Test, files: Record<string, string>): string {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-test-script-'));
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
-  for (const [rel, text] of Object.entries(files)) {
-    fs.mkdirSync(path.dirname(path.join(dir, rel)), { recursive: true });
-    fs.writeFileSync(path.join(dir, rel), text);
-  }
-  return dir;
-}
+const tree = (t: Test, files: Record<string, string>): string => fileTree(t, files, 'svc-test-script-');
 
 t.test('arguments: test files and folders become their compiled tests, the rest passes through to tap', async (t) => {
   const root = tree(t, {
