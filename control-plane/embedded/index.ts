@@ -43,6 +43,16 @@ function workerUrl(): URL {
   return siblingModule('worker', import.meta.url);
 }
 
+/**
+ * An engine thread gets none of the process's command-line options (`execArgv: []`): a preload
+ * given with `--import` (an APM agent, a test runner's process tracker) would otherwise load again
+ * in every engine thread, and an engine is started again after each statement stopped at its
+ * deadline. Run from TypeScript sources, the thread keeps them: it needs their TypeScript loader.
+ */
+export function threadOptions(url: URL): { readonly execArgv?: string[] } {
+  return url.pathname.endsWith('.ts') ? {} : { execArgv: [] };
+}
+
 type RequestBody = Request extends infer R ? (R extends { id: number } ? Omit<R, 'id'> : never) : never;
 
 export interface EmbeddedOptions {
@@ -75,7 +85,7 @@ export class EmbeddedPostgres {
   private dead: Error | undefined;
 
   private constructor() {
-    this.worker = new Worker(workerUrl());
+    this.worker = new Worker(workerUrl(), threadOptions(workerUrl()));
     this.worker.on('message', (msg: Response) => {
       const p = this.pending.get(msg.id);
       if (!p) return;

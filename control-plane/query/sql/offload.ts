@@ -11,6 +11,7 @@
  * statements waits behind its own, and others' short statements go first.
  */
 import { Worker } from 'node:worker_threads';
+import { threadOptions } from '../../embedded/index.js';
 import { ApiError, type ApiErrorCode } from '../../errors.js';
 import { SqlPolicyError, type SqlPolicyErrorCode, type SqlPolicyErrorDetail } from './errors.js';
 import type { CheckedQuery, SqlPolicy } from './index.js';
@@ -203,7 +204,7 @@ export class SqlChecker {
   }
 
   private start(): Worker {
-    const w = new Worker(workerUrl());
+    const w = new Worker(workerUrl(), threadOptions(workerUrl()));
     this.workerReady = false;
     w.unref();
     w.on('message', (msg: CheckReply | { ready: true }) => {
