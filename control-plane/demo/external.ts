@@ -15,6 +15,7 @@ import { admitted, DemoQueryError, perTenant, preamble, tenantKey, type DemoEngi
 import { FairGate, type GateAdmissions } from './gate.js';
 import { demoFingerprint, loadScript } from './load.js';
 import type { DatasetDef } from './types.js';
+import { pause } from '../time.js';
 
 const INT8_OID = 20;
 const pgTypes = {
@@ -49,19 +50,6 @@ function slotQuery(q: DemoQuery, perTenantSlots: number, trialSlots: number): st
   const take = (key1: number, space: number, n: number): string =>
     `(SELECT s FROM generate_series(0, ${Math.min(64, Math.max(1, n)) - 1}) s WHERE pg_try_advisory_xact_lock(${key1}, ${space} + s) LIMIT 1)`;
   return `SELECT ${take(hash, TENANT_SPACE, tenantSlots)} AS tenant_slot, ${q.trial ? take(TRIAL_CLASS, TRIAL_SPACE, trialSlots) : '0'} AS trial_slot`;
-}
-
-/** Resolves after `ms`, or at once when `signal` aborts. */
-function pause(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = (): void => {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener('abort', done, { once: true });
-  });
 }
 
 export class PostgresDemoEngine implements DemoEngine {

@@ -16,6 +16,7 @@ import type { Store } from '../store/index.js';
 import { claimDue, holdClaim, recordAttempt, releaseClaims, type Claim, type Outcome } from './claims.js';
 import { endpointSecretContext, enqueueLifecycle, getChaos, type ChaosProfile } from './outbox.js';
 import { signedHeaders } from './signing.js';
+import { pause } from '../time.js';
 
 export interface WorkerOptions {
   readonly store: Store;
@@ -51,18 +52,6 @@ export function parseRetryAfter(value: string | string[] | undefined, now = Date
   if (Number.isNaN(at)) return undefined;
   return Math.min(Math.max(0, at - now), MAX_RETRY_AFTER_MS);
 }
-
-/** Resolves after `ms`, or as soon as `signal` aborts, its timer cleared then (a timer left behind holds the process open). */
-const sleep = (ms: number, signal?: AbortSignal): Promise<void> =>
-  new Promise((resolve) => {
-    const done = (): void => {
-      clearTimeout(t);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    };
-    const t = setTimeout(done, ms);
-    signal?.addEventListener('abort', done, { once: true });
-  });
 
 function classify(err: unknown): { errorClass: string; message: string } {
   if (err instanceof NetError) {
@@ -120,7 +109,7 @@ export class DeliveryWorker {
     await this.loop;
     const pending = [...this.inflight.values()].map((f) => f.done);
     const graceOver = new AbortController();
-    await Promise.race([Promise.allSettled(pending), sleep(graceMs, graceOver.signal)]);
+    await Promise.race([Promise.allSettled(pending), pause(graceMs, graceOver.signal)]);
     graceOver.abort(); // the grace timer must not hold the process open for graceMs after a quick stop
     const left = [...this.inflight.values()].map((f) => f.claim);
     for (const f of this.inflight.values()) f.abort.abort();
@@ -150,7 +139,7 @@ export class DeliveryWorker {
       if (this.stopping) break;
       if (claimed > 0 && this.inflight.size < this.o.concurrency) continue;
       // a kick during this cycle means: look again at once
-      if (!this.wake.signal.aborted) await sleep(this.o.pollMs, this.wake.signal);
+      if (!this.wake.signal.aborted) await pause(this.o.pollMs, this.wake.signal);
       this.wake = new AbortController();
     }
   }
