@@ -8,6 +8,7 @@
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { Type } from 'typebox';
 import { ApiError } from '../errors.js';
+import { inProcessCall } from '../http/in-process.js';
 import { type App, ErrorSchema, errors } from '../routes/context.js';
 import { createMcpServer, MCP_SERVER_INFO } from './server.js';
 import { queryString, type ApiCaller } from './api.js';
@@ -20,18 +21,26 @@ export { TOOLS } from './tools.js';
 
 export const MCP_PATHS = ['/mcp', '/v1/mcp'] as const;
 
-function injectCaller(app: App, authorization: string, remoteAddress: string): ApiCaller {
+/**
+ * Tool calls as in-process requests with the caller's key. `gone` aborts when the MCP client
+ * leaves before its answer: a query or schema listing it started stops at its source, as when an
+ * agent closes its own HTTP connection (http/in-process.ts).
+ */
+function injectCaller(app: App, authorization: string, remoteAddress: string, gone: AbortSignal): ApiCaller {
   return async (call) => {
-    const headers: Record<string, string> = {};
+    const inProcess = inProcessCall(gone);
+    const headers: Record<string, string> = { ...inProcess.headers };
     if (!call.anonymous) headers['authorization'] = authorization;
     if (call.body !== undefined) headers['content-type'] = 'application/json';
-    const res = await app.inject({
-      method: call.method,
-      url: call.path + queryString(call.query),
-      headers,
-      remoteAddress,
-      ...(call.body !== undefined ? { payload: JSON.stringify(call.body) } : {}),
-    });
+    const res = await app
+      .inject({
+        method: call.method,
+        url: call.path + queryString(call.query),
+        headers,
+        remoteAddress,
+        ...(call.body !== undefined ? { payload: JSON.stringify(call.body) } : {}),
+      })
+      .finally(() => inProcess.release());
     let body: unknown;
     try {
       body = res.body ? (JSON.parse(res.body) as unknown) : undefined;
@@ -58,10 +67,13 @@ export function mcpRoutes(app: App): void {
       },
       async (req, reply) => {
         const authorization = req.headers.authorization ?? '';
-        const server = createMcpServer(injectCaller(app, authorization, req.ip));
+        // the client leaving before its answer stops the tool calls it started
+        const gone = new AbortController();
+        const server = createMcpServer(injectCaller(app, authorization, req.ip, gone.signal));
         const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
         reply.hijack(); // the transport writes the response itself
         reply.raw.on('close', () => {
+          if (!reply.raw.writableFinished) gone.abort();
           void transport.close();
           void server.close();
         });

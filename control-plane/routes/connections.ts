@@ -5,6 +5,7 @@ import { clientKey, RefusalBudget } from '../http/rate-limit.js';
 import { isApiError } from '../errors.js';
 import { runQuery } from '../query/engine.js';
 import { clientClosed } from '../query/errors.js';
+import { whenCallerLeaves } from '../http/in-process.js';
 import { describeSchema } from '../query/describe.js';
 import { type App, type Services, ErrorSchema, errors, queryDeps } from './context.js';
 
@@ -126,11 +127,13 @@ export function connectionRoutes(app: App, s: Services): void {
       const { orgId, keyId } = principalOf(req);
       // the agent closing its connection before the answer stops the listing at its source
       const gone = new AbortController();
-      reply.raw.once('close', () => {
-        if (!reply.raw.writableFinished) gone.abort(clientClosed());
-      });
-      // the same shape, its arrays read-only
-      return (await s.track(() => describeSchema(queryDeps(s), orgId, req.params.connection_id, { keyId, gone: gone.signal }))) as Static<typeof SchemaListing>;
+      const stopWatching = whenCallerLeaves(req, reply, () => gone.abort(clientClosed()));
+      try {
+        // the same shape, its arrays read-only
+        return (await s.track(() => describeSchema(queryDeps(s), orgId, req.params.connection_id, { keyId, gone: gone.signal }))) as Static<typeof SchemaListing>;
+      } finally {
+        stopWatching();
+      }
     },
   );
 
@@ -152,10 +155,7 @@ export function connectionRoutes(app: App, s: Services): void {
       await refusals.check(keyId);
       // the agent closing its connection before the answer stops the statement at its source
       const gone = new AbortController();
-      const onClose = (): void => {
-        if (!reply.raw.writableFinished) gone.abort(clientClosed());
-      };
-      reply.raw.once('close', onClose);
+      const stopWatching = whenCallerLeaves(req, reply, () => gone.abort(clientClosed()));
       try {
         return await s.track(() => runQuery(queryDeps(s), orgId, req.params.connection_id, req.body.sql, { address: clientKey(req.ip), keyId, keyCached: req.principalCached === true, gone: gone.signal }));
       } catch (err) {
@@ -165,6 +165,8 @@ export function connectionRoutes(app: App, s: Services): void {
         // ran at its source before it failed was charged instead
         if (isApiError(err) && (err.code === 'invalid_sql' || err.code === 'scope_violation') && typeof err.details?.['cost_cents'] !== 'number') await refusals.charge(keyId).catch(() => undefined); // the refusal is the answer, whatever the budget's store says
         throw err;
+      } finally {
+        stopWatching();
       }
     },
   );

@@ -13,12 +13,12 @@ export interface Leaving {
   readonly done: Promise<number | undefined>;
 }
 
-export function sendThenLeave(base: string, method: 'GET' | 'POST', path: string, key: string, body?: unknown): Leaving {
+export function sendThenLeave(base: string, method: 'GET' | 'POST', path: string, key: string, body?: unknown, headers: Record<string, string> = {}): Leaving {
   const payload = body === undefined ? undefined : JSON.stringify(body);
   const req = http.request(`${base}${path}`, {
     method,
     agent: false,
-    headers: { authorization: `Bearer ${key}`, ...(payload !== undefined ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } : {}) },
+    headers: { ...headers, authorization: `Bearer ${key}`, ...(payload !== undefined ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } : {}) },
   });
   const done = new Promise<number | undefined>((resolve) => {
     let status: number | undefined;
