@@ -139,6 +139,27 @@ export class TunnelConnection {
 /** TLS alerts that mean our certificate is refused for good */
 const PERMANENT_TLS = /certificate revoked|certificate expired|CERTIFICATE_REVOKED|CERTIFICATE_EXPIRED|unknown ca|UNKNOWN_CA|bad certificate|BAD_CERTIFICATE/i;
 
+/** Node's codes for a server certificate our CA (ca.pem) did not sign, or that names another host */
+const UNTRUSTED_SERVER = new Set([
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'CERT_SIGNATURE_FAILURE',
+  'ERR_TLS_CERT_ALTNAME_INVALID',
+]);
+
+/**
+ * What to do about a tunnel whose certificate the relay does not trust. Still retried (a balancer
+ * put right, a DNS name moved back, needs no restart), but each failure says what is wrong.
+ */
+export function untrustedServerHint(code: unknown): string | undefined {
+  if (typeof code !== 'string' || !UNTRUSTED_SERVER.has(code)) return undefined;
+  if (code === 'ERR_TLS_CERT_ALTNAME_INVALID') return 'the tunnel certificate does not name this host: tunnel_url must use a name the control plane serves (SVC_TUNNEL_PUBLIC_URL)';
+  return 'the tunnel certificate is not signed by the CA in the relay config (ca.pem): tunnel_url reaches another control plane, something in between terminates TLS (a balancer must pass the tunnel through), or the control plane CA changed while this relay was away (re-enroll with `svc-relay enroll --force`)';
+}
+
 export interface WsDialerOptions {
   maxPayload?: number;
   handshakeTimeoutMs?: number;
@@ -213,7 +234,8 @@ export function wsDialer(material: DialMaterial | (() => DialMaterial), o: WsDia
       ws.on('open', () => settle(() => resolve(wsTransport(ws))));
       ws.on('error', (err) => {
         const msg = err.message;
-        settle(() => reject(new DialError(`cannot reach the tunnel at ${cfg.tunnel_url}: ${msg}`, { cause: err, permanent: PERMANENT_TLS.test(msg) })));
+        const hint = untrustedServerHint((err as NodeJS.ErrnoException).code);
+        settle(() => reject(new DialError(`cannot reach the tunnel at ${cfg.tunnel_url}: ${msg}${hint ? ` (${hint})` : ''}`, { cause: err, permanent: PERMANENT_TLS.test(msg) })));
       });
       ws.on('close', (code, reason) => settle(() => reject(new DialError(`tunnel closed during the handshake (${code} ${reason.toString()})`, { permanent: isPermanentClose(code, reason.toString()) }))));
     });
