@@ -5,6 +5,7 @@
  * in process through fastify's inject with the caller's own Authorization header, so a tool
  * behaves exactly like its HTTP operation: same auth, validation, rate limits, handlers, errors.
  */
+import { setMaxListeners } from 'node:events';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { Type } from 'typebox';
 import { ApiError } from '../errors.js';
@@ -69,6 +70,8 @@ export function mcpRoutes(app: App): void {
         const authorization = req.headers.authorization ?? '';
         // the client leaving before its answer stops the tool calls it started
         const gone = new AbortController();
+        // each call of a JSON-RPC batch (up to the transport's 100) follows it while it runs: not a leak
+        setMaxListeners(0, gone.signal);
         const server = createMcpServer(injectCaller(app, authorization, req.ip, gone.signal));
         const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
         reply.hijack(); // the transport writes the response itself

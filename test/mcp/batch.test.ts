@@ -1,0 +1,75 @@
+/**
+ * The hosted MCP server with a JSON-RPC batch (several tool calls in one POST): every call of the
+ * batch follows the one client's leaving (control-plane/http/in-process.ts), so its signal has one
+ * listener per call still running, up to the transport's batch limit.
+ */
+import t from 'tap';
+import { inProcessCalls } from '../../control-plane/http/in-process.js';
+import { until } from '../helpers/tap.js';
+import { sendThenLeave } from '../helpers/leave.js';
+import { api, openConnection, signupAgent, startServer, type TestServer } from '../helpers/server.js';
+
+let srv: TestServer;
+t.before(async () => {
+  srv = await startServer({ demo: 'eager', limits: { queryTimeoutMs: 20_000 } });
+});
+t.teardown(() => srv.close());
+
+type AuditEvent = { type: string; outcome?: string; error_code?: string | null; sql_executed?: string };
+const MCP_HEADERS = { accept: 'application/json, text/event-stream' };
+const call = (id: number, name: string, args: Record<string, unknown>): Record<string, unknown> => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args } });
+
+async function queryEvents(conn: string, key: string): Promise<AuditEvent[]> {
+  const r = await api<{ events: { body?: AuditEvent }[] }>(srv.url, 'GET', `/v1/connections/${conn}/audit`, { key });
+  return r.body.events.map((e) => e.body ?? (e as unknown as AuditEvent)).filter((e) => e.type === 'query');
+}
+
+t.test('a batch of many query calls: all answered, no listener-leak warning, nothing left registered', async (t) => {
+  const warnings: string[] = [];
+  const onWarning = (w: Error): void => void warnings.push(`${w.name}: ${w.message}`);
+  process.on('warning', onWarning);
+  t.teardown(() => void process.off('warning', onWarning));
+  const a = await signupAgent(srv.url, 'Batching MCP Org');
+  const conn = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:encounters']);
+  const batch = Array.from({ length: 16 }, (_, i) => call(i + 1, 'query', { connection_id: conn, sql: `SELECT ${i} AS n` }));
+  const r = await api<{ id: number; result?: { isError?: boolean } }[]>(srv.url, 'POST', '/mcp', { key: a.key, body: batch, headers: MCP_HEADERS });
+  t.equal(r.status, 200, 'the batch is answered');
+  t.equal(r.body.length, 16, 'one answer per call');
+  t.same(
+    r.body.filter((x) => x.result?.isError !== true).map((x) => x.id).sort((x, y) => x - y),
+    batch.map((_, i) => i + 1),
+    'every call answered',
+  );
+  // warnings are emitted on the next tick
+  await new Promise((r) => setImmediate(r));
+  t.same(
+    warnings.filter((w) => /MaxListeners|memory leak/.test(w)),
+    [],
+    'no MaxListenersExceededWarning for the calls of one batch',
+  );
+  t.equal(inProcessCalls(), 0, 'every call forgotten once answered');
+});
+
+t.test('a batch whose client leaves after one call is answered: that call stays ok, only the running one is stopped', async (t) => {
+  const a = await signupAgent(srv.url, 'Half-patient MCP Org');
+  const conn = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:encounters']);
+  const running = srv.svc.services.running;
+  const sent = sendThenLeave(
+    srv.url,
+    'POST',
+    '/mcp',
+    a.key,
+    [call(1, 'query', { connection_id: conn, sql: 'SELECT count(*) AS quick FROM encounters' }), call(2, 'query', { connection_id: conn, sql: 'SELECT count(*) AS slow FROM encounters a, encounters b, encounters c' })],
+    MCP_HEADERS,
+  );
+  let events: AuditEvent[] = [];
+  await until('the quick call is answered and audited', async () => (events = await queryEvents(conn, a.key)).length === 1);
+  await until('the slow statement runs', () => running.count(conn) === 1);
+  sent.leave();
+  t.equal(await sent.done, undefined, 'the client gave up before the batch was answered');
+  await until('the slow statement is stopped (its deadline is 20 s)', () => running.count(conn) === 0);
+  await until('both audited', async () => (events = await queryEvents(conn, a.key)).length === 2);
+  t.match(events.find((e) => /quick/.test(e.sql_executed ?? '')), { outcome: 'ok' }, 'the answered call is not marked as the client leaving');
+  t.match(events.find((e) => /slow/.test(e.sql_executed ?? '')), { outcome: 'error', error_code: 'client_closed_request' });
+  await until('the calls are forgotten', () => inProcessCalls() === 0);
+});
