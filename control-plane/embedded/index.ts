@@ -44,13 +44,19 @@ function workerUrl(): URL {
 }
 
 /**
- * An engine thread gets none of the process's command-line options (`execArgv: []`): a preload
- * given with `--import` (an APM agent, a test runner's process tracker) would otherwise load again
- * in every engine thread, and an engine is started again after each statement stopped at its
- * deadline. Run from TypeScript sources, the thread keeps them: it needs their TypeScript loader.
+ * An engine thread gets none of the process's command-line options (`execArgv: []`) nor those of
+ * `NODE_OPTIONS` (a thread reads that variable again: its environment is left without it): a
+ * preload given with `--import` or `--require` (an APM agent, a test runner's process tracker,
+ * which reaches child processes through `NODE_OPTIONS`) would otherwise load again in every engine
+ * thread, and an engine is started again after each statement stopped at its deadline. V8's own
+ * options (`--max-old-space-size`, `--liftoff-only`) are the process's and still hold. Run from
+ * TypeScript sources, the thread keeps them all: it needs their TypeScript loader.
  */
-export function threadOptions(url: URL): { readonly execArgv?: string[] } {
-  return url.pathname.endsWith('.ts') ? {} : { execArgv: [] };
+export function threadOptions(url: URL): { readonly execArgv?: string[]; readonly env?: NodeJS.ProcessEnv } {
+  if (url.pathname.endsWith('.ts')) return {};
+  const env = { ...process.env };
+  delete env['NODE_OPTIONS'];
+  return { execArgv: [], env };
 }
 
 type RequestBody = Request extends infer R ? (R extends { id: number } ? Omit<R, 'id'> : never) : never;

@@ -1,6 +1,6 @@
 /**
- * Engine threads and the SQL check worker do not run the process's command-line preloads
- * (`--import`): an APM agent or a test runner's process tracker given to the control plane would
+ * Engine threads and the SQL check worker do not run the process's preloads (`--import` on the
+ * command line or in NODE_OPTIONS): an APM agent or a test runner's process tracker given to the control plane would
  * otherwise load again in each of them, and an engine is started again after every statement
  * stopped at its deadline (embedded/index.ts threadOptions).
  */
@@ -8,16 +8,23 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { threadOptions } from '../../control-plane/embedded/index.js';
 import { tempDir } from '../helpers/server.js';
 
 t.test('compiled, a thread gets no command-line options; from TypeScript sources it keeps its loader', async (t) => {
-  t.same(threadOptions(new URL('file:///app/dist/control-plane/embedded/worker.js')), { execArgv: [] });
+  const compiled = threadOptions(new URL('file:///app/dist/control-plane/embedded/worker.js'));
+  t.same(compiled.execArgv, []);
+  t.equal(compiled.env?.['NODE_OPTIONS'], undefined, 'nor NODE_OPTIONS');
+  t.equal(compiled.env?.['PATH'], process.env['PATH'], 'the rest of the environment is kept');
   t.same(threadOptions(new URL('file:///app/control-plane/embedded/worker.ts')), {});
 });
 
-t.test('a preload given with --import runs in the main thread only, not in an engine or the check worker', async (t) => {
+/**
+ * Runs an engine and a check in a child process whose preload is given by `how`; the threads
+ * (main or not) that loaded the preload.
+ */
+async function preloadedIn(t: Test, how: (preload: string) => { args: string[]; env: NodeJS.ProcessEnv }): Promise<string[]> {
   const dir = await tempDir('svc-thread-options-');
   t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
   const marks = path.join(dir, 'loaded.txt');
@@ -43,7 +50,8 @@ t.test('a preload given with --import runs in the main thread only, not in an en
       'console.log(JSON.stringify({ n: rows[0].n, checked }));',
     ].join('\n'),
   );
-  const child = spawn(process.execPath, [`--import=${pathToFileURL(preload).href}`, script], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const { args, env } = how(pathToFileURL(preload).href);
+  const child = spawn(process.execPath, [...args, script], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr.on('data', (d: Buffer) => (out += d.toString()));
@@ -52,6 +60,16 @@ t.test('a preload given with --import runs in the main thread only, not in an en
   const answer = JSON.parse(out.trim().split('\n').at(-1) ?? '{}') as { n?: number; checked?: string };
   t.equal(answer.n, 42, 'the engine answered');
   t.match(answer.checked, /^answered/, 'the check worker answered');
-  const loaded = (await fs.readFile(marks, 'utf8')).trim().split('\n');
+  return (await fs.readFile(marks, 'utf8')).trim().split('\n');
+}
+
+t.test('a preload given with --import runs in the main thread only, not in an engine or the check worker', async (t) => {
+  const loaded = await preloadedIn(t, (preload) => ({ args: [`--import=${preload}`], env: process.env }));
+  t.same(loaded, ['main'], 'the preload ran once, in the main thread');
+});
+
+// how APM agents are usually given, and how tap's process tracker reaches the control planes the tests start
+t.test('a preload given in NODE_OPTIONS runs in the main thread only, too', async (t) => {
+  const loaded = await preloadedIn(t, (preload) => ({ args: [], env: { ...process.env, NODE_OPTIONS: `--import=${preload}` } }));
   t.same(loaded, ['main'], 'the preload ran once, in the main thread');
 });
