@@ -41,6 +41,8 @@ export function whenCallerLeaves(req: FastifyRequest, reply: FastifyReply, leave
     leave();
   };
   reply.raw.once('close', once);
+  // gone already (while auth or the handler awaited before watching): its 'close' has been emitted
+  if (reply.raw.destroyed) once();
   const token = req.headers[IN_PROCESS_CALL_HEADER];
   const signal = typeof token === 'string' ? callers.get(token) : undefined;
   if (signal?.aborted) once();

@@ -75,11 +75,14 @@ export function mcpRoutes(app: App): void {
         const server = createMcpServer(injectCaller(app, authorization, req.ip, gone.signal));
         const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
         reply.hijack(); // the transport writes the response itself
-        reply.raw.on('close', () => {
+        const onClose = (): void => {
           if (!reply.raw.writableFinished) gone.abort();
           void transport.close();
           void server.close();
-        });
+        };
+        reply.raw.once('close', onClose);
+        // gone already, while its key was checked: its 'close' has been emitted
+        if (reply.raw.destroyed) onClose();
         try {
           await server.connect(transport);
           await transport.handleRequest(req.raw, reply.raw, req.body);
