@@ -8,9 +8,10 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { threadOptions } from '../../control-plane/embedded/index.js';
 import { tempDir } from '../helpers/server.js';
+import type { TapTest } from '../helpers/tap.js';
 
 t.test('compiled, a thread gets no command-line options; from TypeScript sources it keeps its loader', async (t) => {
   const compiled = threadOptions(new URL('file:///app/dist/control-plane/embedded/worker.js'));
@@ -24,7 +25,7 @@ t.test('compiled, a thread gets no command-line options; from TypeScript sources
  * Runs an engine and a check in a child process whose preload is given by `how`; the threads
  * (main or not) that loaded the preload.
  */
-async function preloadedIn(t: Test, how: (preload: string) => { args: string[]; env: NodeJS.ProcessEnv }): Promise<string[]> {
+async function preloadedIn(t: TapTest, how: (preload: string) => { args: string[]; env: NodeJS.ProcessEnv }): Promise<string[]> {
   const dir = await tempDir('svc-thread-options-');
   t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
   const marks = path.join(dir, 'loaded.txt');
