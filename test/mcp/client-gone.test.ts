@@ -37,8 +37,9 @@ t.test('the MCP client leaving mid-query stops the statement at its source and a
   const leftAt = Date.now();
   sent.leave();
   t.equal(await sent.done, undefined, 'the client gave up before any answer');
+  // waits at most 10 s: a statement left to run would end at its 20 s deadline
   await until('the statement is stopped (its deadline is 20 s)', () => running.count(conn) === 0 && engine.stats().running === 0, 10_000);
-  t.ok(Date.now() - leftAt < 10_000, `stopped ${Date.now() - leftAt} ms after the client left, not at its 20 s deadline`);
+  t.comment(`stopped ${Date.now() - leftAt} ms after the client left`);
   let events: AuditEvent[] = [];
   await until('the audit event', async () => (events = await queryEvents(conn, a.key)).length > 0);
   t.match(events[0], { outcome: 'error', error_code: 'client_closed_request' }, 'audited as the client leaving');

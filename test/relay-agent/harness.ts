@@ -34,8 +34,13 @@ export interface Proc {
   kill(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
+/**
+ * `script` in a child Node.js process, with `--liftoff-only` as the test processes themselves
+ * (docs/testing.md: V8's optimizing tier would compile the engines' WebAssembly again in each
+ * short-lived process; svc-relay runs none, the control plane does).
+ */
 export function spawnNode(script: string, args: string[], env: Record<string, string> = {}): Proc {
-  const child = spawn(process.execPath, [script, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--liftoff-only', script, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   const listeners = new Set<() => void>();
   const onData = (d: Buffer): void => {
