@@ -44,19 +44,29 @@ function workerUrl(): URL {
 }
 
 /**
- * An engine thread gets none of the process's command-line options (`execArgv: []`) nor those of
- * `NODE_OPTIONS` (a thread reads that variable again: its environment is left without it): a
- * preload given with `--import` or `--require` (an APM agent, a test runner's process tracker,
- * which reaches child processes through `NODE_OPTIONS`) would otherwise load again in every engine
- * thread, and an engine is started again after each statement stopped at its deadline. V8's own
- * options (`--max-old-space-size`, `--liftoff-only`) are the process's and still hold. Run from
- * TypeScript sources, the thread keeps them all: it needs their TypeScript loader.
+ * Node.js options a thread keeps from the process (its command line or `NODE_OPTIONS`): how
+ * warnings and stack traces read. Every other one is left out: a worker refuses V8's options in
+ * its `execArgv`, and those hold for the whole process anyway.
  */
-export function threadOptions(url: URL): { readonly execArgv?: string[]; readonly env?: NodeJS.ProcessEnv } {
+const THREAD_FLAGS: ReadonlySet<string> = new Set(['--enable-source-maps', '--no-warnings', '--no-deprecation', '--trace-warnings', '--trace-deprecation', '--throw-deprecation', '--trace-uncaught']);
+
+/**
+ * An engine thread gets none of the process's preloads: not its command-line options (`execArgv`
+ * keeps only {@link THREAD_FLAGS}) nor those of `NODE_OPTIONS` (a thread reads that variable again:
+ * its environment is left without it). A preload given with `--import` or `--require` (an APM
+ * agent, a test runner's process tracker, which reaches child processes through `NODE_OPTIONS`)
+ * would otherwise load again in every engine thread, and an engine is started again after each
+ * statement stopped at its deadline. V8's own options (`--max-old-space-size`, `--liftoff-only`)
+ * are the process's and still hold. Run from TypeScript sources, the thread keeps them all: it
+ * needs their TypeScript loader.
+ */
+export function threadOptions(url: URL, execArgv: readonly string[] = process.execArgv, env: NodeJS.ProcessEnv = process.env): { readonly execArgv?: string[]; readonly env?: NodeJS.ProcessEnv } {
   if (url.pathname.endsWith('.ts')) return {};
-  const env = { ...process.env };
-  delete env['NODE_OPTIONS'];
-  return { execArgv: [], env };
+  const fromEnv = (env['NODE_OPTIONS'] ?? '').split(/\s+/);
+  const kept = [...new Set([...execArgv, ...fromEnv].filter((a) => THREAD_FLAGS.has(a)))];
+  const threadEnv = { ...env };
+  delete threadEnv['NODE_OPTIONS'];
+  return { execArgv: kept, env: threadEnv };
 }
 
 type RequestBody = Request extends infer R ? (R extends { id: number } ? Omit<R, 'id'> : never) : never;

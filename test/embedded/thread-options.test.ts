@@ -14,11 +14,22 @@ import { tempDir } from '../helpers/server.js';
 import type { TapTest } from '../helpers/tap.js';
 
 t.test('compiled, a thread gets no command-line options; from TypeScript sources it keeps its loader', async (t) => {
-  const compiled = threadOptions(new URL('file:///app/dist/control-plane/embedded/worker.js'));
+  const compiled = threadOptions(new URL('file:///app/dist/control-plane/embedded/worker.js'), ['--import=file:///apm.mjs'], { NODE_OPTIONS: '--import=file:///tracker.mjs', PATH: '/usr/bin' });
   t.same(compiled.execArgv, []);
   t.equal(compiled.env?.['NODE_OPTIONS'], undefined, 'nor NODE_OPTIONS');
-  t.equal(compiled.env?.['PATH'], process.env['PATH'], 'the rest of the environment is kept');
+  t.equal(compiled.env?.['PATH'], '/usr/bin', 'the rest of the environment is kept');
+  t.equal(threadOptions(new URL('file:///app/dist/control-plane/embedded/worker.js')).env?.['PATH'], process.env['PATH'], "by default, this process's");
   t.same(threadOptions(new URL('file:///app/control-plane/embedded/worker.ts')), {});
+});
+
+t.test('a thread keeps how warnings and stack traces read, from the command line and NODE_OPTIONS, and no preload', async (t) => {
+  const url = new URL('file:///app/dist/control-plane/embedded/worker.js');
+  const o = threadOptions(url, ['--enable-source-maps', '--import=file:///apm.mjs', '--require', '/apm.cjs', '--max-old-space-size=512'], {
+    NODE_OPTIONS: '--no-warnings  --import=file:///tracker.mjs --enable-source-maps',
+    PATH: '/bin',
+  });
+  t.same(o.execArgv, ['--enable-source-maps', '--no-warnings']);
+  t.same(o.env, { PATH: '/bin' });
 });
 
 /**
