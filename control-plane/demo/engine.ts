@@ -11,6 +11,7 @@ import path from 'node:path';
 import { EmbeddedError, EmbeddedPostgres, IMAGE_INITDB, siblingModule } from '../embedded/index.js';
 import type { ReadQueryResult } from '../results/index.js';
 import { unpackImage, type DataImage } from '../embedded/image-fs.js';
+import { imageFilePath, readImageFile, saveImageFile } from '../embedded/image-file.js';
 import { ApiError } from '../errors.js';
 import type { DatasetDef } from './types.js';
 import type { SeedProgress } from './seed.js';
@@ -23,32 +24,7 @@ import { admitted, DemoQueryError, perTenant, preamble, tenantKey, type DemoEngi
 // Embedded
 
 function imageFile(dir: string, datasets: readonly DatasetDef[]): string {
-  return path.join(dir, `demo-${demoFingerprint(datasets)}.tar.gz`);
-}
-
-async function readImage(file: string): Promise<Uint8Array | undefined> {
-  try {
-    return new Uint8Array(await fs.readFile(file));
-  } catch {
-    return undefined;
-  }
-}
-
-/** Write the image atomically and remove images of older generator versions. */
-async function saveImage(file: string, image: Uint8Array): Promise<void> {
-  const dir = path.dirname(file);
-  await fs.mkdir(dir, { recursive: true });
-  const tmp = `${file}.${process.pid}.${Date.now()}.tmp`;
-  await fs.writeFile(tmp, image);
-  await fs.rename(tmp, file);
-  for (const f of await fs.readdir(dir)) {
-    if (/^demo-[0-9a-f]+\.tar\.gz$/.test(f) && path.join(dir, f) !== file) await fs.rm(path.join(dir, f), { force: true });
-    // a save cut short by a crash leaves its temporary file; one older than any save takes is removed
-    if (/^demo-[0-9a-f]+\.tar\.gz\.\d+\.\d+\.tmp$/.test(f)) {
-      const stale = await fs.stat(path.join(dir, f)).then((st) => Date.now() - st.mtimeMs > 10 * 60_000, () => false);
-      if (stale) await fs.rm(path.join(dir, f), { force: true });
-    }
-  }
+  return imageFilePath(dir, 'demo', demoFingerprint(datasets));
 }
 
 /** A fresh embedded engine holding the demo datasets, seeded inside its own worker thread. */
@@ -72,14 +48,14 @@ async function seededImage(file: string, progress?: (p: SeedProgress) => void): 
   } finally {
     await engine.close();
   }
-  await saveImage(file, image).catch(() => undefined); // a read-only data dir only costs the next start its seeding
+  await saveImageFile(file, image).catch(() => undefined); // a read-only data dir only costs the next start its seeding
   return image;
 }
 
 /** Build (or reuse) the image of the demo database under `dir`; returns the gzip tarball. */
 export async function embeddedDemoImage(dir: string, datasets: readonly DatasetDef[]): Promise<Uint8Array> {
   const file = imageFile(dir, datasets);
-  return (await readImage(file)) ?? seededImage(file);
+  return (await readImageFile(file)) ?? seededImage(file);
 }
 
 /**
@@ -366,7 +342,7 @@ export async function startDemoEngine(o: DemoEngineOptions): Promise<DemoEngine>
   }
   const pool = { min: o.workers, max: Math.max(o.workers * 2, o.workers + 1) };
   const file = imageFile(path.join(o.dataDir, 'demo'), o.datasets);
-  const image = o.image ?? (await readImage(file));
+  const image = o.image ?? (await readImageFile(file));
   if (image) {
     try {
       return await EmbeddedDemoEngine.start(image, pool);

@@ -1,0 +1,46 @@
+/**
+ * Images (gzip tarballs from `EmbeddedPostgres.dump()`) kept in files under the data directory, so
+ * a restart starts its engines from the file instead of building the image again: the demo
+ * datasets (demo/engine.ts) and the empty engine of the API and file targets (live/rest/engine.ts).
+ * A file is named `<stem>-<fingerprint>.tar.gz`; a new fingerprint (another generator version,
+ * PGlite version or setup) is a new file, and saving it removes the older ones.
+ */
+import fs from 'node:fs/promises';
+import path from 'node:path';
+
+/** `<dir>/<stem>-<fingerprint>.tar.gz` */
+export function imageFilePath(dir: string, stem: string, fingerprint: string): string {
+  return path.join(dir, `${stem}-${fingerprint}.tar.gz`);
+}
+
+/** The saved image, or undefined when there is none (or it cannot be read). */
+export async function readImageFile(file: string): Promise<Uint8Array | undefined> {
+  try {
+    return new Uint8Array(await fs.readFile(file));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Writes the image atomically (a temporary file renamed) and removes the images of other
+ * fingerprints with the same stem, and temporary files a crash left (older than any save takes).
+ */
+export async function saveImageFile(file: string, image: Uint8Array): Promise<void> {
+  const dir = path.dirname(file);
+  const stem = /^(.+)-[0-9a-f]+\.tar\.gz$/.exec(path.basename(file))?.[1];
+  if (!stem) throw new TypeError(`saveImageFile: ${file} is not named <stem>-<fingerprint>.tar.gz`);
+  const ours = (f: string, suffix: string): boolean => f.startsWith(`${stem}-`) && new RegExp(`^[0-9a-f]+\\.tar\\.gz${suffix}$`).test(f.slice(stem.length + 1));
+  await fs.mkdir(dir, { recursive: true });
+  const tmp = `${file}.${process.pid}.${Date.now()}.tmp`;
+  await fs.writeFile(tmp, image);
+  await fs.rename(tmp, file);
+  for (const f of await fs.readdir(dir)) {
+    if (ours(f, '') && path.join(dir, f) !== file) await fs.rm(path.join(dir, f), { force: true });
+    // a save cut short by a crash leaves its temporary file; one older than any save takes is removed
+    if (ours(f, '\\.\\d+\\.\\d+\\.tmp')) {
+      const stale = await fs.stat(path.join(dir, f)).then((st) => Date.now() - st.mtimeMs > 10 * 60_000, () => false);
+      if (stale) await fs.rm(path.join(dir, f), { force: true });
+    }
+  }
+}
