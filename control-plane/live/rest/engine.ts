@@ -12,10 +12,15 @@
  * writes: the rows it loads, dropped with its schema); starting one still takes about a second,
  * which is why engines are reused; the data never is.
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import fs from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { EmbeddedError, EmbeddedPostgres, IMAGE_INITDB } from '../../embedded/index.js';
 import type { ReadQueryResult } from '../../results/index.js';
 import { unpackImage, type DataImage } from '../../embedded/image-fs.js';
+import { imageFilePath, readImageFile, saveImageFile } from '../../embedded/image-file.js';
 import { ApiError } from '../../errors.js';
 import { abortAnswer, shutdownStop, statementRejected } from '../../query/errors.js';
 import { quoteIdent } from '../../query/sql/quote.js';
@@ -54,23 +59,64 @@ interface Engine {
   idleTimer?: NodeJS.Timeout;
 }
 
-/**
- * The empty engine every query engine starts from (its reader role made, `public` closed), built
- * once per process (a cache of immutable data, shared by every pool: it holds no state of any
- * app) in a thread of its own (creating a database touches several hundred MB that
- * its thread keeps) and unpacked once: every engine runs on it in place. Engines stay in memory:
- * the data they fetch never goes to disk.
- */
-let template: Promise<DataImage> | undefined;
-function engineTemplate(): Promise<DataImage> {
-  template ??= (async () => {
-    const db = await EmbeddedPostgres.start({ initdb: IMAGE_INITDB });
+/** how the empty engine is made: a change to it (or to PGlite) makes a new saved image */
+const TEMPLATE_SETUP = `SET wal_recycle = off; CREATE ROLE ${LIVE_READER_ROLE} NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE; REVOKE ALL ON SCHEMA public FROM PUBLIC; CHECKPOINT;`;
+
+/** the installed PGlite's version (its package.json, found above its entry point; it exports no `./package.json`) */
+function pgliteVersion(): string {
+  let dir = path.dirname(fileURLToPath(import.meta.resolve('@electric-sql/pglite')));
+  for (;;) {
     try {
-      await db.exec(`SET wal_recycle = off; CREATE ROLE ${LIVE_READER_ROLE} NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE; REVOKE ALL ON SCHEMA public FROM PUBLIC; CHECKPOINT;`);
-      return await unpackImage(await db.dump());
+      const pkg = JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8')) as { name?: unknown; version?: unknown };
+      if (pkg.name === '@electric-sql/pglite' && typeof pkg.version === 'string') return pkg.version;
+    } catch {
+      // not this folder
+    }
+    const up = path.dirname(dir);
+    if (up === dir) return 'unknown';
+    dir = up;
+  }
+}
+
+function templateFingerprint(): string {
+  return createHash('sha256').update(JSON.stringify({ pglite: pgliteVersion(), initdb: IMAGE_INITDB, setup: TEMPLATE_SETUP })).digest('hex').slice(0, 16);
+}
+
+interface Template {
+  readonly image: DataImage;
+  /** the file it was read from (a saved image), when it was */
+  readonly savedIn?: string;
+}
+
+/**
+ * The empty engine every query engine starts from (its reader role made, `public` closed), once
+ * per process (a cache of immutable data, shared by every pool: it holds no state of any app) and
+ * unpacked once: every engine runs on it in place. Engines stay in memory: the data they fetch
+ * never goes to disk. With a data directory it is kept there (`engines/rest-<fingerprint>.tar.gz`)
+ * and read back after a restart: creating it runs initdb in a thread of its own, which touches
+ * about 200 MB that the process keeps (the first engine cost about 390 MB that way, 250 MB from the
+ * saved image).
+ */
+let template: Promise<Template> | undefined;
+function engineTemplate(dataDir: string | undefined): Promise<Template> {
+  template ??= (async (): Promise<Template> => {
+    const file = dataDir === undefined ? undefined : imageFilePath(path.join(dataDir, 'engines'), 'rest', templateFingerprint());
+    const saved = file === undefined ? undefined : await readImageFile(file);
+    if (file !== undefined && saved !== undefined) {
+      const image = await unpackImage(saved).catch(() => undefined);
+      if (image) return { image, savedIn: file };
+      await fs.rm(file, { force: true }).catch(() => undefined); // damaged: made again below
+    }
+    const db = await EmbeddedPostgres.start({ initdb: IMAGE_INITDB });
+    let bytes: Uint8Array;
+    try {
+      await db.exec(TEMPLATE_SETUP);
+      bytes = await db.dump();
     } finally {
       await db.terminate();
     }
+    if (file !== undefined) await saveImageFile(file, bytes).catch(() => undefined); // a read-only data dir only costs the next start the initdb
+    return { image: await unpackImage(bytes) };
   })().catch((err: unknown) => {
     template = undefined;
     throw err;
@@ -78,9 +124,19 @@ function engineTemplate(): Promise<DataImage> {
   return template;
 }
 
-async function startEngine(): Promise<Engine> {
-  const db = await EmbeddedPostgres.start({ image: await engineTemplate(), settings: REST_ENGINE_SETTINGS });
-  return { db, uses: 0 };
+async function startEngine(dataDir: string | undefined): Promise<Engine> {
+  const made = engineTemplate(dataDir);
+  const t = await made;
+  try {
+    return { db: await EmbeddedPostgres.start({ image: t.image, settings: REST_ENGINE_SETTINGS }), uses: 0 };
+  } catch (err) {
+    if (t.savedIn === undefined) throw err;
+    // a saved image no engine starts on (damaged on disk) is made again (and saved), once: the
+    // template made next is not a saved one
+    if (template === made) template = undefined;
+    await fs.rm(t.savedIn, { force: true }).catch(() => undefined);
+    return startEngine(dataDir);
+  }
 }
 
 /**
@@ -94,8 +150,14 @@ export class EnginePool {
   /** engines being started (each will serve the longest waiter) */
   private starting = 0;
   private closed = false;
-  /** @param max engines at a time (SVC_LIVE_REST_ENGINES) */
-  constructor(readonly max: number) {}
+  /**
+   * @param max engines at a time (SVC_LIVE_REST_ENGINES)
+   * @param dataDir where the empty engine's image is kept between starts (SVC_DATA_DIR; none: made in memory each start)
+   */
+  constructor(
+    readonly max: number,
+    private readonly dataDir?: string,
+  ) {}
 
   /** engines idle, ready for the next query (tests, metrics) */
   get idleCount(): number {
@@ -110,7 +172,7 @@ export class EnginePool {
   private spawn(): Promise<void> {
     this.total++;
     this.starting++;
-    return startEngine().then(
+    return startEngine(this.dataDir).then(
       (e) => {
         this.starting--;
         this.put(e);
