@@ -28,15 +28,23 @@ export async function readImageFile(file: string): Promise<Uint8Array | undefine
  */
 export async function saveImageFile(file: string, image: Uint8Array): Promise<void> {
   const dir = path.dirname(file);
-  const stem = /^(.+)-[0-9a-f]+\.tar\.gz$/.exec(path.basename(file))?.[1];
+  const name = path.basename(file);
+  const stem = /^(.+)-[0-9a-f]+\.tar\.gz$/.exec(name)?.[1];
   if (!stem) throw new TypeError(`saveImageFile: ${file} is not named <stem>-<fingerprint>.tar.gz`);
   const ours = (f: string, suffix: string): boolean => f.startsWith(`${stem}-`) && new RegExp(`^[0-9a-f]+\\.tar\\.gz${suffix}$`).test(f.slice(stem.length + 1));
   await fs.mkdir(dir, { recursive: true });
   const tmp = `${file}.${process.pid}.${Date.now()}.tmp`;
-  await fs.writeFile(tmp, image);
-  await fs.rename(tmp, file);
+  try {
+    await fs.writeFile(tmp, image);
+    await fs.rename(tmp, file);
+  } catch (err) {
+    // a write cut short (a full disk, a quota) must not keep its part: nothing else removes it soon
+    await fs.rm(tmp, { force: true }).catch(() => undefined);
+    throw err;
+  }
   for (const f of await fs.readdir(dir)) {
-    if (ours(f, '') && path.join(dir, f) !== file) await fs.rm(path.join(dir, f), { force: true });
+    // compared by name: `file` need not be in normal form (`a/./b`)
+    if (ours(f, '') && f !== name) await fs.rm(path.join(dir, f), { force: true });
     // a save cut short by a crash leaves its temporary file; one older than any save takes is removed
     if (ours(f, '\\.\\d+\\.\\d+\\.tmp')) {
       const stale = await fs.stat(path.join(dir, f)).then((st) => Date.now() - st.mtimeMs > 10 * 60_000, () => false);
