@@ -82,10 +82,15 @@ function templateFingerprint(): string {
   return createHash('sha256').update(JSON.stringify({ pglite: pgliteVersion(), initdb: IMAGE_INITDB, setup: TEMPLATE_SETUP })).digest('hex').slice(0, 16);
 }
 
+/** what TEMPLATE_SETUP made, checked on the first engine started on a saved image */
+const TEMPLATE_CHECK = `SELECT EXISTS (SELECT FROM pg_roles WHERE rolname = '${LIVE_READER_ROLE}') AND NOT has_schema_privilege('public', 'public', 'USAGE') AS ok`;
+
 interface Template {
   readonly image: DataImage;
   /** the file it was read from (a saved image), when it was */
   readonly savedIn?: string;
+  /** an engine started on it and found its setup (TEMPLATE_CHECK): a later failure to start is not the image's */
+  proven?: boolean;
 }
 
 /**
@@ -98,10 +103,11 @@ interface Template {
  * saved image).
  */
 let template: Promise<Template> | undefined;
-function engineTemplate(dataDir: string | undefined): Promise<Template> {
+/** `fresh`: made by initdb, not read from the saved file (which no engine could use) */
+function engineTemplate(dataDir: string | undefined, fresh = false): Promise<Template> {
   template ??= (async (): Promise<Template> => {
     const file = dataDir === undefined ? undefined : imageFilePath(path.join(dataDir, 'engines'), 'rest', templateFingerprint());
-    const saved = file === undefined ? undefined : await readImageFile(file);
+    const saved = file === undefined || fresh ? undefined : await readImageFile(file);
     if (file !== undefined && saved !== undefined) {
       const image = await unpackImage(saved).catch(() => undefined);
       if (image) return { image, savedIn: file };
@@ -124,18 +130,27 @@ function engineTemplate(dataDir: string | undefined): Promise<Template> {
   return template;
 }
 
-async function startEngine(dataDir: string | undefined): Promise<Engine> {
-  const made = engineTemplate(dataDir);
+/** `fresh`: the retry after a saved image no engine could use (there is never a second) */
+async function startEngine(dataDir: string | undefined, fresh = false): Promise<Engine> {
+  const made = engineTemplate(dataDir, fresh);
   const t = await made;
+  let db: EmbeddedPostgres | undefined;
   try {
-    return { db: await EmbeddedPostgres.start({ image: t.image, settings: REST_ENGINE_SETTINGS }), uses: 0 };
+    db = await EmbeddedPostgres.start({ image: t.image, settings: REST_ENGINE_SETTINGS });
+    if (t.savedIn !== undefined && !t.proven && (await db.query(TEMPLATE_CHECK))[0]?.['ok'] !== true) throw new Error(`${t.savedIn} holds another database than the empty engine`);
+    t.proven = true;
+    return { db, uses: 0 };
   } catch (err) {
-    if (t.savedIn === undefined) throw err;
-    // a saved image no engine starts on (damaged on disk) is made again (and saved), once: the
-    // template made next is not a saved one
+    void db?.terminate();
+    // only a saved image no engine has started on is suspected: a failure once one has (memory
+    // ran out, say) is not the image's, and keeps the file
+    if (t.savedIn === undefined || t.proven === true || fresh) throw err;
+    // a saved image no engine starts on, or not made by TEMPLATE_SETUP (damaged on disk, another
+    // file), is made again by initdb and saved over it, and not read again in this process (a data
+    // dir that cannot be written keeps the file). Nothing is awaited between the reset and the
+    // next template: concurrent callers (and new ones) all get that one.
     if (template === made) template = undefined;
-    await fs.rm(t.savedIn, { force: true }).catch(() => undefined);
-    return startEngine(dataDir);
+    return startEngine(dataDir, true);
   }
 }
 
