@@ -61,7 +61,7 @@ async function start(dataDir: string, o: StartOptions = {}): Promise<{ code: num
     'await pool.close();',
     'console.log(JSON.stringify({ ...row, starts, initdb }));',
   ].join('\n');
-  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--liftoff-only', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr.on('data', (d: Buffer) => (out += d.toString()));
