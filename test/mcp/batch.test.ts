@@ -7,6 +7,7 @@ import t from 'tap';
 import { inProcessCalls } from '../../control-plane/http/in-process.js';
 import { until } from '../helpers/tap.js';
 import { sendThenLeave } from '../helpers/leave.js';
+import { MCP_HEADERS, queryEvents, toolCall as call, type QueryEvent } from '../helpers/mcp.js';
 import { api, openConnection, signupAgent, startServer, type TestServer } from '../helpers/server.js';
 
 let srv: TestServer;
@@ -14,15 +15,6 @@ t.before(async () => {
   srv = await startServer({ demo: 'eager', limits: { queryTimeoutMs: 20_000 } });
 });
 t.teardown(() => srv.close());
-
-type AuditEvent = { type: string; outcome?: string; error_code?: string | null; sql_executed?: string };
-const MCP_HEADERS = { accept: 'application/json, text/event-stream' };
-const call = (id: number, name: string, args: Record<string, unknown>): Record<string, unknown> => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args } });
-
-async function queryEvents(conn: string, key: string): Promise<AuditEvent[]> {
-  const r = await api<{ events: { body?: AuditEvent }[] }>(srv.url, 'GET', `/v1/connections/${conn}/audit`, { key });
-  return r.body.events.map((e) => e.body ?? (e as unknown as AuditEvent)).filter((e) => e.type === 'query');
-}
 
 t.test('a batch of many query calls: all answered, no listener-leak warning, nothing left registered', async (t) => {
   const warnings: string[] = [];
@@ -62,13 +54,13 @@ t.test('a batch whose client leaves after one call is answered: that call stays 
     [call(1, 'query', { connection_id: conn, sql: 'SELECT count(*) AS quick FROM encounters' }), call(2, 'query', { connection_id: conn, sql: 'SELECT count(*) AS slow FROM encounters a, encounters b, encounters c' })],
     MCP_HEADERS,
   );
-  let events: AuditEvent[] = [];
-  await until('the quick call is answered and audited', async () => (events = await queryEvents(conn, a.key)).length === 1);
+  let events: QueryEvent[] = [];
+  await until('the quick call is answered and audited', async () => (events = await queryEvents(srv.url, conn, a.key)).length === 1);
   await until('the slow statement runs', () => running.count(conn) === 1);
   sent.leave();
   t.equal(await sent.done, undefined, 'the client gave up before the batch was answered');
   await until('the slow statement is stopped (its deadline is 20 s)', () => running.count(conn) === 0);
-  await until('both audited', async () => (events = await queryEvents(conn, a.key)).length === 2);
+  await until('both audited', async () => (events = await queryEvents(srv.url, conn, a.key)).length === 2);
   t.match(events.find((e) => /quick/.test(e.sql_executed ?? '')), { outcome: 'ok' }, 'the answered call is not marked as the client leaving');
   t.match(events.find((e) => /slow/.test(e.sql_executed ?? '')), { outcome: 'error', error_code: 'client_closed_request' });
   await until('the calls are forgotten', () => inProcessCalls() === 0);

@@ -8,6 +8,7 @@ import t from 'tap';
 import { inProcessCalls } from '../../control-plane/http/in-process.js';
 import { until } from '../helpers/tap.js';
 import { sendThenLeave } from '../helpers/leave.js';
+import { MCP_HEADERS, queryEvents, toolCall as call, type QueryEvent } from '../helpers/mcp.js';
 import { api, openConnection, signupAgent, startServer, type TestServer } from '../helpers/server.js';
 
 let srv: TestServer;
@@ -15,15 +16,6 @@ t.before(async () => {
   srv = await startServer({ demo: 'eager', limits: { queryTimeoutMs: 20_000 } });
 });
 t.teardown(() => srv.close());
-
-type AuditEvent = { type: string; outcome?: string; error_code?: string | null; cost_cents?: number };
-const MCP_HEADERS = { accept: 'application/json, text/event-stream' };
-const call = (id: number, name: string, args: Record<string, unknown>): Record<string, unknown> => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args } });
-
-async function queryEvents(conn: string, key: string): Promise<AuditEvent[]> {
-  const r = await api<{ events: { body?: AuditEvent }[] }>(srv.url, 'GET', `/v1/connections/${conn}/audit`, { key });
-  return r.body.events.map((e) => e.body ?? (e as unknown as AuditEvent)).filter((e) => e.type === 'query');
-}
 
 t.test('the MCP client leaving mid-query stops the statement at its source and audits it as client_closed_request', async (t) => {
   const a = await signupAgent(srv.url, 'Impatient MCP Org');
@@ -40,8 +32,8 @@ t.test('the MCP client leaving mid-query stops the statement at its source and a
   // waits at most 10 s: a statement left to run would end at its 20 s deadline
   await until('the statement is stopped (its deadline is 20 s)', () => running.count(conn) === 0 && engine.stats().running === 0, 10_000);
   t.comment(`stopped ${Date.now() - leftAt} ms after the client left`);
-  let events: AuditEvent[] = [];
-  await until('the audit event', async () => (events = await queryEvents(conn, a.key)).length > 0);
+  let events: QueryEvent[] = [];
+  await until('the audit event', async () => (events = await queryEvents(srv.url, conn, a.key)).length > 0);
   t.match(events[0], { outcome: 'error', error_code: 'client_closed_request' }, 'audited as the client leaving');
   await until('the call is forgotten', () => inProcessCalls() === 0);
 
@@ -57,7 +49,7 @@ t.test('an answered tool call is not stopped by the client closing afterwards', 
   const sent = sendThenLeave(srv.url, 'POST', '/mcp', a.key, call(1, 'query', { connection_id: conn, sql: 'SELECT count(*) AS n FROM encounters' }), MCP_HEADERS);
   t.equal(await sent.done, 200, 'answered, then the connection closed');
   sent.leave();
-  const events = await queryEvents(conn, a.key);
+  const events = await queryEvents(srv.url, conn, a.key);
   t.equal(events.length, 1);
   t.match(events[0], { outcome: 'ok' }, 'answered and settled as ok');
 });
