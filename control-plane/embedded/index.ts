@@ -4,10 +4,11 @@
  * (a transaction). `terminate()` kills the thread at once — the only way to stop a runaway
  * statement in PGlite, which has no working statement_timeout.
  */
+import { readFile } from 'node:fs/promises';
 import { Worker } from 'node:worker_threads';
 import type { ReadQueryResult } from '../results/index.js';
 import type { DataImage } from './image-fs.js';
-import type { BatchItemResult, QueryResult, ReadQuerySpec, Request, Response, WorkerErrorInfo } from './messages.js';
+import type { BatchItemResult, EngineModule, QueryResult, ReadQuerySpec, Request, Response, WorkerErrorInfo } from './messages.js';
 
 export type { ReadQuerySpec } from './messages.js';
 
@@ -37,6 +38,25 @@ export class EmbeddedError extends Error {
  */
 export function siblingModule(name: string, base: string): URL {
   return new URL(`./${name}.${base.endsWith('.ts') ? 'ts' : 'js'}`, base);
+}
+
+/**
+ * PGlite's engine, compiled once per process and handed to every engine thread. Left to itself,
+ * each thread reads the 9 MB `pglite.wasm` and compiles it again: V8 shares the compiled code
+ * between threads, but each thread's copy of the file stayed in its allocator (about 10 MB per
+ * engine thread, and a demo pool has up to four).
+ */
+let engineModule: Promise<EngineModule> | undefined;
+/** WebAssembly's API (this project's TypeScript libraries do not declare it) */
+const wasm = (globalThis as unknown as { readonly WebAssembly: { compile(bytes: Uint8Array): Promise<EngineModule> } }).WebAssembly;
+function pgliteModule(): Promise<EngineModule> {
+  engineModule ??= readFile(new URL('./pglite.wasm', import.meta.resolve('@electric-sql/pglite')))
+    .then((bytes) => wasm.compile(bytes))
+    .catch((err: unknown) => {
+      engineModule = undefined; // the next engine tries again
+      throw err;
+    });
+  return engineModule;
 }
 
 function workerUrl(): URL {
@@ -134,10 +154,12 @@ export class EmbeddedPostgres {
     for (const o of options.initdb ?? []) {
       if (!/^--[a-z-]+=[A-Za-z0-9_.]+$/.test(o)) throw new TypeError(`EmbeddedPostgres.start: bad initdb option ${o}`);
     }
+    const module = await pgliteModule();
     const engine = new EmbeddedPostgres();
     const init: RequestBody = { op: 'init' } as RequestBody;
     const msg = {
       ...init,
+      module,
       ...(options.dataDir ? { dataDir: options.dataDir } : {}),
       ...(options.loadDataDir ? { loadDataDir: options.loadDataDir } : {}),
       ...(options.image ? { image: options.image } : {}),

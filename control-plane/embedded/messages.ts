@@ -17,10 +17,15 @@ export interface QueryResult {
   readonly rows: Row[];
 }
 
+/** a compiled `WebAssembly.Module` (sent to a thread, its compiled code is shared, not copied) */
+export type EngineModule = object & { readonly __wasmModule?: never };
+
 export type Request =
   | {
       readonly id: number;
       readonly op: 'init';
+      /** PGlite's engine, compiled once by the host (embedded/index.ts) */
+      readonly module: EngineModule;
       readonly dataDir?: string;
       readonly loadDataDir?: Uint8Array;
       /** a shared image to run on (copy on write; see image-fs.ts) */

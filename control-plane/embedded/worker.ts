@@ -198,7 +198,7 @@ async function together(pg: PGlite, group: readonly { sql: string; values: (stri
 async function handle(msg: Request): Promise<unknown> {
   switch (msg.op) {
     case 'init': {
-      const options: PGliteOptions = {};
+      const options: PGliteOptions = { pgliteWasmModule: msg.module as PGliteOptions['pgliteWasmModule'] };
       if (msg.loadDataDir) options.loadDataDir = new Blob([msg.loadDataDir]);
       if (msg.image) options.fs = imageFs = new ImageFs(msg.image);
       if (msg.initdb) options.initDbStartParams = [...msg.initdb];
