@@ -6,9 +6,10 @@
  * statement_timeout), which is then replaced. External (SVC_DEMO_DATABASE_URL, external.ts): a
  * `pg` pool, with statement_timeout enforced by the server.
  */
+import { createHash } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { EmbeddedError, EmbeddedPostgres, IMAGE_INITDB, siblingModule } from '../embedded/index.js';
+import { EmbeddedError, EmbeddedPostgres, IMAGE_INITDB, IMAGE_ONLY_POSTGRES, siblingModule } from '../embedded/index.js';
 import type { ReadQueryResult } from '../results/index.js';
 import { unpackImage, type DataImage } from '../embedded/image-fs.js';
 import { imageFilePath, readImageFile, saveImageFile } from '../embedded/image-file.js';
@@ -23,8 +24,10 @@ import { admitted, DemoQueryError, perTenant, preamble, tenantKey, type DemoEngi
 // ---------------------------------------------------------------------------------------------
 // Embedded
 
-function imageFile(dir: string, datasets: readonly DatasetDef[]): string {
-  return imageFilePath(dir, 'demo', demoFingerprint(datasets));
+/** where the embedded demo image is kept under `dir`: named by what it holds and how it was made */
+export function demoImageFile(dir: string, datasets: readonly DatasetDef[]): string {
+  const made = createHash('sha256').update(JSON.stringify({ data: demoFingerprint(datasets), image: IMAGE_ONLY_POSTGRES })).digest('hex').slice(0, 16);
+  return imageFilePath(dir, 'demo', made);
 }
 
 /** A fresh embedded engine holding the demo datasets, seeded inside its own worker thread. */
@@ -54,7 +57,7 @@ async function seededImage(file: string, progress?: (p: SeedProgress) => void): 
 
 /** Build (or reuse) the image of the demo database under `dir`; returns the gzip tarball. */
 export async function embeddedDemoImage(dir: string, datasets: readonly DatasetDef[]): Promise<Uint8Array> {
-  const file = imageFile(dir, datasets);
+  const file = demoImageFile(dir, datasets);
   return (await readImageFile(file)) ?? seededImage(file);
 }
 
@@ -341,7 +344,7 @@ export async function startDemoEngine(o: DemoEngineOptions): Promise<DemoEngine>
     return PostgresDemoEngine.start(o.demoDatabaseUrl, o.datasets, undefined, o.info);
   }
   const pool = { min: o.workers, max: Math.max(o.workers * 2, o.workers + 1) };
-  const file = imageFile(path.join(o.dataDir, 'demo'), o.datasets);
+  const file = demoImageFile(path.join(o.dataDir, 'demo'), o.datasets);
   const image = o.image ?? (await readImageFile(file));
   if (image) {
     try {

@@ -4,6 +4,7 @@
  * the event loop.
  */
 import type { PGlite } from '@electric-sql/pglite';
+import { IMAGE_ONLY_POSTGRES } from '../embedded/index.js';
 import { DATASETS } from './datasets/index.js';
 import { copyText, demoFingerprint, finishStatements, qualified, schemaStatements, tableData } from './load.js';
 
@@ -33,6 +34,7 @@ export async function seed(db: PGlite, progress: (p: SeedProgress) => void = () 
   }
   progress({ stage: 'finishing' });
   for (const stmt of finishStatements(DATASETS, fingerprint)) await db.exec(stmt);
+  for (const stmt of IMAGE_ONLY_POSTGRES) await db.exec(stmt);
   // every row frozen and its hint bits set, so reading never dirties a page: workers sharing the
   // image then never copy a data file for a read (see embedded/image-fs.ts); the checkpoint leaves
   // the image needing no recovery and only the current WAL file

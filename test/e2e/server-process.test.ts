@@ -9,7 +9,7 @@ import path from 'node:path';
 import t from 'tap';
 import { api, demoImage, tempDir, CACHE } from '../helpers/server.js';
 import { Catalogue } from '../../control-plane/catalogue/index.js';
-import { demoFingerprint } from '../../control-plane/demo/load.js';
+import { demoImageFile } from '../../control-plane/demo/engine.js';
 import { unpackImage } from '../../control-plane/embedded/image-fs.js';
 import { CONTROL_PLANE_JS, exitOf, startControlPlane as start } from '../helpers/control-plane-process.js';
 import { ensureDist } from '../cli/dist.js';
@@ -43,7 +43,7 @@ t.test('start, serve, shut down gracefully, and keep state across a restart', as
   // a misspelt setting is named in the log with the one it is closest to (never its value)
   const env = { SVC_DATA_DIR: dataDir, PORT: '0', SVC_TUNNEL_PORT: '0', LOG_LEVEL: 'info', SVC_RATE_LIMT: 'typo-value-7' };
   // a damaged saved demo image (a disk error) is built again rather than stopping the demo
-  const imageFile = path.join(dataDir, 'demo', `demo-${demoFingerprint(new Catalogue().datasets)}.tar.gz`);
+  const imageFile = demoImageFile(path.join(dataDir, 'demo'), new Catalogue().datasets);
   await fs.mkdir(path.dirname(imageFile), { recursive: true });
   await fs.writeFile(imageFile, Buffer.from('this is not an image'));
   // and a save a crash cut short long ago left its temporary file, which is cleaned up

@@ -17,7 +17,7 @@ import fs from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { EmbeddedError, EmbeddedPostgres, IMAGE_INITDB } from '../../embedded/index.js';
+import { EmbeddedError, EmbeddedPostgres, IMAGE_INITDB, IMAGE_ONLY_POSTGRES } from '../../embedded/index.js';
 import type { ReadQueryResult } from '../../results/index.js';
 import { unpackImage, type DataImage } from '../../embedded/image-fs.js';
 import { imageFilePath, readImageFile, saveImageFile } from '../../embedded/image-file.js';
@@ -60,7 +60,11 @@ interface Engine {
 }
 
 /** how the empty engine is made: a change to it (or to PGlite) makes a new saved image */
-const TEMPLATE_SETUP = `SET wal_recycle = off; CREATE ROLE ${LIVE_READER_ROLE} NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE; REVOKE ALL ON SCHEMA public FROM PUBLIC; CHECKPOINT;`;
+const TEMPLATE_SETUP: readonly string[] = [
+  `SET wal_recycle = off; CREATE ROLE ${LIVE_READER_ROLE} NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE; REVOKE ALL ON SCHEMA public FROM PUBLIC;`,
+  ...IMAGE_ONLY_POSTGRES,
+  'CHECKPOINT',
+];
 
 /** the installed PGlite's version (its package.json, found above its entry point; it exports no `./package.json`) */
 function pgliteVersion(): string {
@@ -83,7 +87,7 @@ function templateFingerprint(): string {
 }
 
 /** what TEMPLATE_SETUP made, checked on the first engine started on a saved image */
-const TEMPLATE_CHECK = `SELECT EXISTS (SELECT FROM pg_roles WHERE rolname = '${LIVE_READER_ROLE}') AND NOT has_schema_privilege('public', 'public', 'USAGE') AS ok`;
+const TEMPLATE_CHECK = `SELECT EXISTS (SELECT FROM pg_roles WHERE rolname = '${LIVE_READER_ROLE}') AND NOT has_schema_privilege('public', 'public', 'USAGE') AND (SELECT count(*) FROM pg_database) = 1 AS ok`;
 
 interface Template {
   readonly image: DataImage;
@@ -116,7 +120,7 @@ function engineTemplate(dataDir: string | undefined, fresh = false): Promise<Tem
     const db = await EmbeddedPostgres.start({ initdb: IMAGE_INITDB });
     let bytes: Uint8Array;
     try {
-      await db.exec(TEMPLATE_SETUP);
+      for (const stmt of TEMPLATE_SETUP) await db.exec(stmt);
       bytes = await db.dump();
     } finally {
       await db.terminate();

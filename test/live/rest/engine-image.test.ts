@@ -55,7 +55,7 @@ async function start(dataDir: string, o: StartOptions = {}): Promise<{ code: num
     '};',
     `const pool = new EnginePool(1, ${JSON.stringify(dataDir)});`,
     'const signal = AbortSignal.timeout(120_000);',
-    "const query = async (e) => (await e.db.query(`SELECT 40 + 2 AS n, current_setting('server_version') AS v, (SELECT count(*)::int FROM pg_roles WHERE rolname = 'svc_live_reader') AS role`))[0];",
+    "const query = async (e) => (await e.db.query(`SELECT 40 + 2 AS n, current_setting('server_version') AS v, (SELECT count(*)::int FROM pg_roles WHERE rolname = 'svc_live_reader') AS role, (SELECT string_agg(datname, ',') FROM pg_database) AS dbs`))[0];",
     'let row;',
     o.body ?? 'const e = await pool.take(signal); row = await query(e); pool.give(e, true);',
     'await pool.close();',
@@ -82,6 +82,7 @@ t.test('made once, kept in the data directory, read back at the next start; a da
   const first = await start(dataDir);
   t.equal(first.code, 0, first.out);
   t.match(first.out, /"n":42/, 'the first start runs a statement');
+  t.match(first.out, /"dbs":"postgres"/, 'the image holds the one database engines open (no template0, template1)');
   const afterFirst = await saved(dataDir);
   t.equal(afterFirst.length, 1, 'the empty engine is saved');
   t.ok((afterFirst[0]?.size ?? 0) > 100_000, 'a whole image');
@@ -89,6 +90,7 @@ t.test('made once, kept in the data directory, read back at the next start; a da
   const second = await start(dataDir);
   t.equal(second.code, 0, second.out);
   t.match(second.out, /"n":42/, 'the next start runs on the saved image');
+  t.match(second.out, /"dbs":"postgres"/, 'the saved image holds only the postgres database');
   const afterSecond = await saved(dataDir);
   t.same(
     afterSecond.map((f) => [f.file, f.ino, f.mtimeMs]),
