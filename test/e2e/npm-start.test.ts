@@ -28,9 +28,11 @@ t.test('SIGTERM to npm start reaches the control plane, which shuts down and exi
   // not a first start: the demo image is there already (as the shared test image)
   await demoImage();
   await fs.cp(path.join(CACHE, 'demo'), path.join(dataDir, 'demo'), { recursive: true });
+  const env: NodeJS.ProcessEnv = { ...process.env, SVC_DATA_DIR: dataDir, PORT: '0', SVC_TUNNEL_PORT: '0', LOG_LEVEL: 'info' };
+  delete env['MALLOC_ARENA_MAX']; // npm start's own default is what is checked
   const npm = spawn('npm', ['start'], {
     cwd: ROOT,
-    env: { ...process.env, SVC_DATA_DIR: dataDir, PORT: '0', SVC_TUNNEL_PORT: '0', LOG_LEVEL: 'info' },
+    env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -53,6 +55,11 @@ t.test('SIGTERM to npm start reaches the control plane, which shuts down and exi
     if (alive(pid)) process.kill(pid, 'SIGKILL');
   });
   t.not(pid, npm.pid, 'the control plane runs in its own process');
+  // the default start's memory settings (docs/benchmarks.md, "Memory of the default start")
+  const environ = (await fs.readFile(`/proc/${pid}/environ`, 'utf8')).split('\0');
+  t.ok(environ.includes('MALLOC_ARENA_MAX=2'), 'npm start runs the control plane with two malloc arenas');
+  const argv = (await fs.readFile(`/proc/${pid}/cmdline`, 'utf8')).split('\0');
+  t.ok(argv.includes('--max-semi-space-size=4'), `npm start caps V8's young generation (${argv.join(' ')})`);
   npm.kill('SIGTERM');
   await exitOf(npm);
   const until = Date.now() + 20_000;
