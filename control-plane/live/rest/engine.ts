@@ -102,9 +102,8 @@ interface Template {
  * per process (a cache of immutable data, shared by every pool: it holds no state of any app) and
  * unpacked once: every engine runs on it in place. Engines stay in memory: the data they fetch
  * never goes to disk. With a data directory it is kept there (`engines/rest-<fingerprint>.tar.gz`)
- * and read back after a restart: creating it runs initdb in a thread of its own, which touches
- * about 200 MB that the process keeps (the first engine cost about 390 MB that way, 250 MB from the
- * saved image).
+ * and read back after a restart: creating it runs initdb in a thread of its own, which leaves
+ * memory with the process (docs/benchmarks.md, "Memory of the default start").
  */
 let template: Promise<Template> | undefined;
 /** `fresh`: made by initdb, not read from the saved file (which no engine could use) */
