@@ -233,7 +233,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     return ringPromise;
   };
   // the live API and file targets' query engines (worker threads), this app's own
-  const restEngines = new EnginePool(config.restApis.maxEngines, config.dataDir);
+  const restEngines = new EnginePool(config.restApis.maxEngines, config.dataDir, (m) => app.log.warn(m));
   // large and MySQL-dialect statements are checked in this app's own worker thread
   const sqlChecker = new SqlChecker();
   // the shutdown also closes the API and file targets' gates: their waiters get its 503 at once

@@ -106,14 +106,19 @@ interface Template {
  * memory with the process (docs/benchmarks.md, "Memory of the default start").
  */
 let template: Promise<Template> | undefined;
+/** a warning for the operator (the app's logger) */
+type Warn = (message: string) => void;
+
 /** `fresh`: made by initdb, not read from the saved file (which no engine could use) */
-function engineTemplate(dataDir: string | undefined, fresh = false): Promise<Template> {
+function engineTemplate(dataDir: string | undefined, fresh = false, warn?: Warn): Promise<Template> {
   template ??= (async (): Promise<Template> => {
     const file = dataDir === undefined ? undefined : imageFilePath(path.join(dataDir, 'engines'), 'rest', templateFingerprint());
     const saved = file === undefined || fresh ? undefined : await readImageFile(file);
     if (file !== undefined && saved !== undefined) {
-      const image = await unpackImage(saved).catch(() => undefined);
+      let reason = '';
+      const image = await unpackImage(saved).catch((err: unknown) => void (reason = (err as Error).message));
       if (image) return { image, savedIn: file };
+      warn?.(`the saved empty engine of the API and file targets ${file} cannot be read (${reason}); making it again (a few seconds)`);
       await fs.rm(file, { force: true }).catch(() => undefined); // damaged: made again below
     }
     const db = await EmbeddedPostgres.start({ initdb: IMAGE_INITDB });
@@ -134,8 +139,8 @@ function engineTemplate(dataDir: string | undefined, fresh = false): Promise<Tem
 }
 
 /** `fresh`: the retry after a saved image no engine could use (there is never a second) */
-async function startEngine(dataDir: string | undefined, fresh = false): Promise<Engine> {
-  const made = engineTemplate(dataDir, fresh);
+async function startEngine(dataDir: string | undefined, fresh = false, warn?: Warn): Promise<Engine> {
+  const made = engineTemplate(dataDir, fresh, warn);
   const t = await made;
   let db: EmbeddedPostgres | undefined;
   try {
@@ -152,8 +157,9 @@ async function startEngine(dataDir: string | undefined, fresh = false): Promise<
     // file), is made again by initdb and saved over it, and not read again in this process (a data
     // dir that cannot be written keeps the file). Nothing is awaited between the reset and the
     // next template: concurrent callers (and new ones) all get that one.
+    warn?.(`no engine of the API and file targets starts on the saved image ${t.savedIn} (${(err as Error).message}); making it again (a few seconds)`);
     if (template === made) template = undefined;
-    return startEngine(dataDir, true);
+    return startEngine(dataDir, true, warn);
   }
 }
 
@@ -171,10 +177,12 @@ export class EnginePool {
   /**
    * @param max engines at a time (SVC_LIVE_REST_ENGINES)
    * @param dataDir where the empty engine's image is kept between starts (SVC_DATA_DIR; none: made in memory each start)
+   * @param warn told when a saved image cannot be used and is made again
    */
   constructor(
     readonly max: number,
     private readonly dataDir?: string,
+    private readonly warn?: Warn,
   ) {}
 
   /** engines idle, ready for the next query (tests, metrics) */
@@ -190,7 +198,7 @@ export class EnginePool {
   private spawn(): Promise<void> {
     this.total++;
     this.starting++;
-    return startEngine(this.dataDir).then(
+    return startEngine(this.dataDir, false, this.warn).then(
       (e) => {
         this.starting--;
         this.put(e);

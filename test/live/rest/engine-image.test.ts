@@ -53,7 +53,7 @@ async function start(dataDir: string, o: StartOptions = {}): Promise<{ code: num
     '  }',
     '  return startOrig.call(EmbeddedPostgres, opts);',
     '};',
-    `const pool = new EnginePool(1, ${JSON.stringify(dataDir)});`,
+    `const pool = new EnginePool(1, ${JSON.stringify(dataDir)}, (m) => console.log('WARN ' + m));`,
     'const signal = AbortSignal.timeout(120_000);',
     "const query = async (e) => (await e.db.query(`SELECT 40 + 2 AS n, current_setting('server_version') AS v, (SELECT count(*)::int FROM pg_roles WHERE rolname = 'svc_live_reader') AS role, (SELECT string_agg(datname, ',') FROM pg_database) AS dbs`))[0];",
     'let row;',
@@ -103,6 +103,8 @@ t.test('made once, kept in the data directory, read back at the next start; a da
   const third = await start(dataDir);
   t.equal(third.code, 0, third.out);
   t.match(third.out, /"n":42/, 'a damaged saved image does not stop the engines');
+  t.match(third.out, /WARN the saved empty engine of the API and file targets .*rest-[0-9a-f]+\.tar\.gz cannot be read \(.+\); making it again/, 'the operator is told');
+  t.notMatch(second.out, /WARN/, 'a sound image is read back without a warning');
   const afterThird = await saved(dataDir);
   t.equal(afterThird.length, 1);
   t.ok((afterThird[0]?.size ?? 0) > 100_000, 'it is made and saved again');
@@ -151,6 +153,7 @@ t.test('a saved image no engine can use is made again, once: even where the data
   const ro = await start(dataDir, { readOnly: true });
   t.equal(ro.code, 0, ro.out);
   t.match(ro.out, /"n":42.*"starts":2,"initdb":1/, 'one start refused, one initdb, one engine');
+  t.match(ro.out, /WARN no engine of the API and file targets starts on the saved image .*; making it again/, 'the operator is told');
 
   // a database PGlite starts on but that is not the empty engine (no reader role): every query
   // would fail, at every start, as long as the file is there
