@@ -13,13 +13,42 @@ export function imageFilePath(dir: string, stem: string, fingerprint: string): s
   return path.join(dir, `${stem}-${fingerprint}.tar.gz`);
 }
 
-/** The saved image, or undefined when there is none (or it cannot be read). */
+/** how long a save takes at most: a temporary file older than this was left by a crash */
+const STALE_TEMPORARY_MS = 10 * 60_000;
+
+/** whether `f` (a file name) is one of `stem`'s images (`suffix` '') or their temporary files */
+function ofStem(stem: string, f: string, suffix: string): boolean {
+  return f.startsWith(`${stem}-`) && new RegExp(`^[0-9a-f]+\\.tar\\.gz${suffix}$`).test(f.slice(stem.length + 1));
+}
+
+function stemOf(file: string): string | undefined {
+  return /^(.+)-[0-9a-f]+\.tar\.gz$/.exec(path.basename(file))?.[1];
+}
+
+/** temporary files of `stem` in `dir` that a save cut short by a crash left (older than any save takes) */
+async function removeStaleTemporaries(dir: string, stem: string): Promise<void> {
+  for (const f of await fs.readdir(dir)) {
+    if (!ofStem(stem, f, '\\.\\d+\\.\\d+\\.tmp')) continue;
+    const stale = await fs.stat(path.join(dir, f)).then((st) => Date.now() - st.mtimeMs > STALE_TEMPORARY_MS, () => false);
+    if (stale) await fs.rm(path.join(dir, f), { force: true });
+  }
+}
+
+/**
+ * The saved image, or undefined when there is none (or it cannot be read). Read, it also removes
+ * the temporary files a crash left beside it: a start that reads its image never saves one, which
+ * was what removed them.
+ */
 export async function readImageFile(file: string): Promise<Uint8Array | undefined> {
+  let image: Uint8Array;
   try {
-    return new Uint8Array(await fs.readFile(file));
+    image = new Uint8Array(await fs.readFile(file));
   } catch {
     return undefined;
   }
+  const stem = stemOf(file);
+  if (stem) await removeStaleTemporaries(path.dirname(file), stem).catch(() => undefined);
+  return image;
 }
 
 /**
@@ -29,9 +58,8 @@ export async function readImageFile(file: string): Promise<Uint8Array | undefine
 export async function saveImageFile(file: string, image: Uint8Array): Promise<void> {
   const dir = path.dirname(file);
   const name = path.basename(file);
-  const stem = /^(.+)-[0-9a-f]+\.tar\.gz$/.exec(name)?.[1];
+  const stem = stemOf(file);
   if (!stem) throw new TypeError(`saveImageFile: ${file} is not named <stem>-<fingerprint>.tar.gz`);
-  const ours = (f: string, suffix: string): boolean => f.startsWith(`${stem}-`) && new RegExp(`^[0-9a-f]+\\.tar\\.gz${suffix}$`).test(f.slice(stem.length + 1));
   await fs.mkdir(dir, { recursive: true });
   const tmp = `${file}.${process.pid}.${Date.now()}.tmp`;
   try {
@@ -44,11 +72,7 @@ export async function saveImageFile(file: string, image: Uint8Array): Promise<vo
   }
   for (const f of await fs.readdir(dir)) {
     // compared by name: `file` need not be in normal form (`a/./b`)
-    if (ours(f, '') && f !== name) await fs.rm(path.join(dir, f), { force: true });
-    // a save cut short by a crash leaves its temporary file; one older than any save takes is removed
-    if (ours(f, '\\.\\d+\\.\\d+\\.tmp')) {
-      const stale = await fs.stat(path.join(dir, f)).then((st) => Date.now() - st.mtimeMs > 10 * 60_000, () => false);
-      if (stale) await fs.rm(path.join(dir, f), { force: true });
-    }
+    if (ofStem(stem, f, '') && f !== name) await fs.rm(path.join(dir, f), { force: true });
   }
+  await removeStaleTemporaries(dir, stem);
 }

@@ -59,3 +59,19 @@ t.test('a save that fails leaves no temporary file behind', async (t) => {
   t.same((await fs.readdir(d)).filter((f) => f.endsWith('.tmp')), [], 'no temporary file is left');
   await t.rejects(saveImageFile(path.join(d, 'not-an-image.bin'), image), TypeError);
 });
+
+t.test('reading a saved image removes the stale temporary files a crash left beside it (a start that reads never saves)', async (t) => {
+  const d = await dir(t);
+  const file = imageFilePath(d, 'rest', 'ff00');
+  await saveImageFile(file, image);
+  // kill -9 during an earlier save: its temporary file, an hour old; another process's save under way; another stem's
+  const crashed = 'rest-ff00.tar.gz.12.1700000000000.tmp';
+  const underWay = 'rest-ff00.tar.gz.13.1700000000001.tmp';
+  const others = 'demo-00aa.tar.gz.14.1700000000002.tmp';
+  for (const f of [crashed, underWay, others]) await fs.writeFile(path.join(d, f), 'x');
+  const stale = new Date(Date.now() - 60 * 60_000);
+  for (const f of [crashed, others]) await fs.utimes(path.join(d, f), stale, stale);
+  t.same(await readImageFile(file), image);
+  t.same((await fs.readdir(d)).sort(), [others, 'rest-ff00.tar.gz', underWay].sort(), 'only the stale one of its own stem is removed');
+  t.equal(await readImageFile(path.join(d, 'rest-0000.tar.gz')), undefined, 'no image: nothing read');
+});
