@@ -24,7 +24,11 @@ import { admitted, DemoQueryError, perTenant, preamble, tenantKey, type DemoEngi
 // ---------------------------------------------------------------------------------------------
 // Embedded
 
-/** where the embedded demo image is kept under `dir`: named by what it holds and how it was made */
+/**
+ * where the embedded demo image is kept under `dir`: named by the demo data and by what is dropped
+ * from it (a saved image of another PGlite that no worker starts on is built again, see
+ * startDemoEngine)
+ */
 export function demoImageFile(dir: string, datasets: readonly DatasetDef[]): string {
   const made = createHash('sha256').update(JSON.stringify({ data: demoFingerprint(datasets), image: IMAGE_ONLY_POSTGRES })).digest('hex').slice(0, 16);
   return imageFilePath(dir, 'demo', made);

@@ -17,14 +17,19 @@ export interface ControlPlaneProcess {
 }
 
 /**
- * Starts it with `env` on top of this process's environment; resolves once it listens. With
- * `--liftoff-only`, as the test processes themselves (package.json "tap"): the engines' WebAssembly
- * is not compiled a second time by V8's optimizing tier, which a process that lives seconds never
- * earns back (about a fifth of a test file's CPU). Nothing the process does changes.
+ * Starts it with `env` on top of this process's environment, with npm start's allocator options
+ * (package.json "start": MALLOC_ARENA_MAX=2 unless set, --max-semi-space-size=4); resolves once it
+ * listens. With `--liftoff-only` too, as the test processes themselves (package.json "tap"): the
+ * engines' WebAssembly is not compiled a second time by V8's optimizing tier, which a process that
+ * lives seconds never earns back (about a fifth of a test file's CPU). Nothing the process does
+ * changes.
  */
 export function startControlPlane(env: Record<string, string>): Promise<ControlPlaneProcess> {
   ensureDist();
-  const child = spawn(process.execPath, ['--liftoff-only', CONTROL_PLANE_JS], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--liftoff-only', '--max-semi-space-size=4', CONTROL_PLANE_JS], {
+    env: { ...process.env, MALLOC_ARENA_MAX: process.env['MALLOC_ARENA_MAX'] || '2', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
