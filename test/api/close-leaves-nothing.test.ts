@@ -19,12 +19,30 @@ function alive(): Map<string, number> {
   return m;
 }
 
-/** what keeps the loop alive now and did not before, after the loop has turned (a closed socket or thread goes then) */
+/** the TCP sockets open (for a failure's message: which peer a socket left over was talking to) */
+function sockets(): [string, number][] {
+  const handles = (process as unknown as { _getActiveHandles?: () => unknown[] })._getActiveHandles?.() ?? [];
+  return handles
+    .filter((h): h is { localPort: number; remotePort: number } => typeof h === 'object' && h !== null && typeof (h as { remotePort?: unknown }).remotePort === 'number')
+    .map((h) => [`TCP socket ${h.localPort} → ${h.remotePort}`, 1]);
+}
+
+/**
+ * What keeps the loop alive now and did not before, once the loop has turned: a closed socket or
+ * thread goes then, and a peer's socket (the test's own webhook receiver) when its end of the
+ * close arrives, which on a loaded machine can take longer than a turn. So it looks again for up to
+ * half a second; what is still there then is left over (held for good, or at least longer than that:
+ * the webhook worker's grace timer, the bug this file was written for, is 1 s here at least).
+ */
 async function leftOver(before: Map<string, number>): Promise<{ more: string[]; after: [string, number][] }> {
-  await new Promise((res) => setTimeout(res, 50));
-  await new Promise((res) => setImmediate(res));
-  const after = alive();
-  return { more: [...after].filter(([kind, n]) => n > (before.get(kind) ?? 0)).map(([kind, n]) => `${kind} ${before.get(kind) ?? 0} → ${n}`), after: [...after] };
+  const until = Date.now() + 500;
+  for (;;) {
+    await new Promise((res) => setTimeout(res, 50));
+    await new Promise((res) => setImmediate(res));
+    const after = alive();
+    const more = [...after].filter(([kind, n]) => n > (before.get(kind) ?? 0)).map(([kind, n]) => `${kind} ${before.get(kind) ?? 0} → ${n}`);
+    if (more.length === 0 || Date.now() >= until) return { more, after: [...after, ...sockets()] };
+  }
 }
 
 t.test('after close, the process holds nothing more than before the app started', async (t) => {
