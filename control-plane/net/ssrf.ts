@@ -10,8 +10,11 @@
  * - redirects are never followed (a 3xx is returned as it is);
  * - a deadline covers connect, request and response; the response body is read up to a cap.
  *
- * `allowPrivate: true` (SVC_WEBHOOK_ALLOW_PRIVATE=1) lifts the address check only; the other
- * rules stay.
+ * `allowPrivate: 'private-use'` (webhook receivers under SVC_WEBHOOK_ALLOW_PRIVATE=1) lifts the
+ * address check for loopback, RFC 1918, CGNAT and unique-local addresses only
+ * ({@link isPrivateUseAddress}): link-local, cloud metadata, unspecified, multicast and reserved
+ * addresses stay refused. `allowPrivate: true` (URLs the operator configured, SVC_HTTP_FILES_ALLOW_PRIVATE)
+ * lifts it entirely. The other rules stay either way.
  *
  * Public API (kept stable; other modules import it):
  *   isForbiddenAddress(ip)           true when an IP literal must not be contacted
@@ -51,8 +54,11 @@ export class NetError extends Error {
 export const MAX_URL_LENGTH = 2048;
 
 export interface GuardOptions {
-  /** permit private/loopback/link-local receivers (SVC_WEBHOOK_ALLOW_PRIVATE=1); default false */
-  readonly allowPrivate?: boolean;
+  /**
+   * `'private-use'`: also loopback and private addresses, never link-local, metadata or reserved
+   * ones (SVC_WEBHOOK_ALLOW_PRIVATE=1); `true`: any address; default false: public addresses only
+   */
+  readonly allowPrivate?: boolean | 'private-use';
   /** default 2048 */
   readonly maxUrlLength?: number;
 }
@@ -211,10 +217,21 @@ export function checkUrl(url: string | URL, options: GuardOptions = {}): URL {
   if (u.username !== '' || u.password !== '') throw new NetError('NET_ERR_CREDENTIALS', 'credentials in the URL are not accepted (put secrets in the signing secret or a header instead)');
   if (u.hostname === '') throw new NetError('NET_ERR_INVALID_URL', 'the URL has no host');
   const host = u.hostname.replace(/^\[|\]$/g, '');
-  if (net.isIP(host) !== 0 && !options.allowPrivate && isForbiddenAddress(host)) {
-    throw new NetError('NET_ERR_FORBIDDEN_ADDRESS', `the address ${host} is private, loopback, link-local or reserved; receivers must be public`);
-  }
+  if (net.isIP(host) !== 0 && refused(host, options)) throw new NetError('NET_ERR_FORBIDDEN_ADDRESS', forbidden(`the address ${host} is`, options));
   return u;
+}
+
+/** whether `ip` must not be contacted under `options` */
+function refused(ip: string, options: GuardOptions): boolean {
+  if (options.allowPrivate === true || !isForbiddenAddress(ip)) return false;
+  return !(options.allowPrivate === 'private-use' && isPrivateUseAddress(ip));
+}
+
+/** why an address is refused: `subject` is "the address … is" or "… resolves to" */
+function forbidden(subject: string, options: GuardOptions): string {
+  return options.allowPrivate === 'private-use'
+    ? `${subject} link-local, a cloud metadata address, unspecified, multicast or reserved: refused even where private receivers are allowed`
+    : `${subject} private, loopback, link-local or reserved; receivers must be public`;
 }
 
 type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | dns.LookupAddress[], family?: number) => void;
@@ -236,15 +253,10 @@ async function resolveChecked(hostname: string, options: GuardOptions, resolve: 
     }
   }
   if (addresses.length === 0) throw new NetError('NET_ERR_DNS', `${host} has no addresses`);
-  if (!options.allowPrivate) {
-    // one forbidden answer refuses the host: a name that mixes public and private answers is a rebinding trick
-    const bad = addresses.find((a) => isForbiddenAddress(a.address));
-    // the address itself stays out of the message: it reaches the customer, who must not learn how internal names resolve
-    if (bad) {
-      const typed = family !== 0;
-      throw new NetError('NET_ERR_FORBIDDEN_ADDRESS', typed ? `the address ${host} is private, loopback, link-local or reserved; receivers must be public` : `${host} resolves to a non-public address (private, loopback, link-local or reserved); receivers must be public`);
-    }
-  }
+  // one forbidden answer refuses the host: a name that mixes public and private answers is a rebinding trick
+  const bad = addresses.find((a) => refused(a.address, options));
+  // the address itself stays out of the message: it reaches the customer, who must not learn how internal names resolve
+  if (bad) throw new NetError('NET_ERR_FORBIDDEN_ADDRESS', forbidden(family !== 0 ? `the address ${host} is` : `${host} resolves to an address that is`, options));
   return addresses;
 }
 

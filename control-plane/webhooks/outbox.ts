@@ -81,17 +81,20 @@ export interface EndpointInput {
 
 const invalid = (field: string, message: string, reason?: string): ApiError => new ApiError('invalid_request', message, { field, ...(reason ? { reason } : {}) });
 
-/** Checks a receiver URL as configuration time can: syntax, scheme, and (unless allowed) that it resolves to public addresses only. */
+/**
+ * Checks a receiver URL as configuration time can: syntax, scheme, and that it resolves to public
+ * addresses only (with `allowPrivate`, SVC_WEBHOOK_ALLOW_PRIVATE, also loopback and private ones;
+ * link-local, metadata and reserved addresses never: see net/ssrf.ts).
+ */
 export async function checkReceiverUrl(url: string, allowPrivate: boolean): Promise<string> {
   try {
-    const u = checkUrl(url, { allowPrivate });
-    if (!allowPrivate) {
-      await assertPublicUrl(u, { allowPrivate }).catch((err: unknown) => {
-        // a name that does not resolve yet is accepted (it is checked again at every attempt); a private answer is not
-        if (err instanceof NetError && err.code === 'NET_ERR_DNS') return;
-        throw err;
-      });
-    }
+    const guard = { allowPrivate: allowPrivate ? ('private-use' as const) : false };
+    const u = checkUrl(url, guard);
+    await assertPublicUrl(u, guard).catch((err: unknown) => {
+      // a name that does not resolve yet is accepted (it is checked again at every attempt); a forbidden answer is not
+      if (err instanceof NetError && err.code === 'NET_ERR_DNS') return;
+      throw err;
+    });
     return u.href;
   } catch (err) {
     if (err instanceof NetError) throw invalid('url', `url refused: ${err.message}`, err.code);

@@ -199,7 +199,7 @@ export class DeliveryWorker {
     }
     let res: GuardedResponse;
     try {
-      res = await guardedRequest(endpoint.url, { method: 'POST', headers, body: row.body, timeoutMs, maxResponseBytes: RESPONSE_EXCERPT_BYTES, allowPrivate: this.o.allowPrivate, signal });
+      res = await guardedRequest(endpoint.url, { method: 'POST', headers, body: row.body, timeoutMs, maxResponseBytes: RESPONSE_EXCERPT_BYTES, allowPrivate: this.o.allowPrivate ? 'private-use' : false, signal });
     } catch (err) {
       const c = classify(err);
       return { ...out, errorClass: c.errorClass, errorMessage: c.message };

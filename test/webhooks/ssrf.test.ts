@@ -87,6 +87,26 @@ t.test('the check runs inside the socket lookup: a rebinding answer is refused a
   t.equal(code(err), 'NET_ERR_FORBIDDEN_ADDRESS');
 });
 
+t.test("'private-use' (webhook receivers under SVC_WEBHOOK_ALLOW_PRIVATE=1): loopback and private yes, link-local, metadata and reserved never", async (t) => {
+  const guard = { allowPrivate: 'private-use' as const };
+  for (const host of ['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '100.64.0.1', '[::1]', '[fd12::1]', '[::ffff:127.0.0.1]']) {
+    t.doesNotThrow(() => checkUrl(`http://${host}:9/`, guard), `${host} allowed`);
+  }
+  for (const host of ['169.254.169.254', '169.254.1.1', '[fe80::1]', '[::ffff:169.254.169.254]', '0.0.0.0', '[::]', '224.0.0.1', '100.100.100.200', '[fd00:ec2::254]', '240.0.0.1', '255.255.255.255']) {
+    t.equal(await refusal(Promise.resolve().then(() => checkUrl(`http://${host}/latest`, guard))), 'NET_ERR_FORBIDDEN_ADDRESS', `${host} refused`);
+  }
+  // a name that resolves to the metadata address is refused at connect, whatever it first answered
+  const lookup = guardedLookup(guard, async () => [{ address: '169.254.169.254', family: 4 }]);
+  const err = await new Promise<unknown>((resolve) => lookup('metadata.example', {}, (e) => resolve(e)));
+  t.equal(code(err), 'NET_ERR_FORBIDDEN_ADDRESS');
+  t.match((err as Error).message, /refused even where private receivers are allowed/);
+  t.notMatch((err as Error).message, /169\.254/, 'what the name resolves to stays out of the message');
+  const local = guardedLookup(guard, async () => [{ address: '127.0.0.1', family: 4 }]);
+  t.equal(await new Promise<unknown>((resolve) => local('localhost', {}, (e, a) => resolve(e ?? a))), '127.0.0.1', 'loopback by name is allowed');
+  // `true` (URLs the operator configured) still lifts the rule entirely
+  t.doesNotThrow(() => checkUrl('http://169.254.169.254/', { allowPrivate: true }));
+});
+
 t.test('real requests: refused before any byte, redirects returned not followed, deadline, body cap', async (t) => {
   let hits = 0;
   const server = http.createServer((req, res) => {
