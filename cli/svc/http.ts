@@ -61,8 +61,19 @@ function sqlStep(reason: unknown, conn: string): string {
   }
 }
 
-function nextStep(status: number, code: string, headers: Headers, o: ClientOptions, details: unknown, path: string): string {
-  const reason = details && typeof details === 'object' ? (details as Record<string, unknown>)['reason'] : undefined;
+/** Where to look up the id of what a 404 did not find, by the path asked for. */
+function listFor(path: string): string {
+  if (path.startsWith('/v1/connections/credentials')) return 'svc credentials list';
+  if (path.startsWith('/v1/connections/targets') || path.startsWith('/v1/connections/packs')) return 'svc targets, svc packs';
+  if (path.startsWith('/v1/relays')) return 'svc relay list';
+  if (path.startsWith('/v1/webhooks/deliveries')) return 'svc webhook deliveries';
+  if (path.startsWith('/v1/connections')) return 'svc connections';
+  return 'svc connections, svc targets, svc relay list';
+}
+
+function nextStep(status: number, code: string, headers: Headers, o: ClientOptions, details: unknown, path: string, requestId: string | undefined): string {
+  const d = details && typeof details === 'object' ? (details as Record<string, unknown>) : {};
+  const reason = d['reason'];
   const conn = connectionOf(path);
   switch (code) {
     case 'invalid_sql':
@@ -81,7 +92,9 @@ function nextStep(status: number, code: string, headers: Headers, o: ClientOptio
     case 'invalid_scope':
       return 'see the scope grammar: svc target <target_id>';
     case 'not_found':
-      return 'check the id: svc connections, svc targets, svc relay list';
+      return `check the id: ${listFor(path)}`;
+    case 'invalid_request':
+      return `correct ${typeof d['field'] === 'string' ? `the ${d['field']} value` : 'the request'} as the message says, then retry (svc help <command> lists its arguments)`;
     case 'rate_limited':
       return `retry after ${headers.get('retry-after') ?? 'a few'} second(s)`;
     case 'relay_unavailable':
@@ -89,7 +102,8 @@ function nextStep(status: number, code: string, headers: Headers, o: ClientOptio
     case 'query_timeout':
       return 'narrow the statement (filters, LIMIT) and retry';
     default:
-      return status >= 500 ? 'retry shortly; if it persists, quote the request id' : '';
+      if (status >= 500) return `retry shortly; if it persists, quote the request id${requestId ? ` ${requestId}` : ''}`;
+      return 'the message says what was refused; change the request accordingly, then retry';
   }
 }
 
@@ -129,10 +143,11 @@ export async function request(o: ClientOptions, call: ApiCall): Promise<ApiResul
     throw new CliFailure(EXIT.server, `cannot reach the svc API at ${o.baseUrl} (${why}); is the server running? set --base-url or SVC_BASE_URL`);
   }
   if (r.status >= 400) {
-    const e = (r.body as { error?: { code?: unknown; message?: unknown; details?: unknown } } | undefined)?.error;
+    const e = (r.body as { error?: { code?: unknown; message?: unknown; details?: unknown; request_id?: unknown } } | undefined)?.error;
     const code = typeof e?.code === 'string' ? e.code : `http_${r.status}`;
     const message = typeof e?.message === 'string' ? e.message : r.text.slice(0, 300);
-    const next = nextStep(r.status, code, r.headers ?? new Headers(), o, e?.details, call.path);
+    const requestId = typeof e?.request_id === 'string' ? e.request_id : undefined;
+    const next = nextStep(r.status, code, r.headers ?? new Headers(), o, e?.details, call.path, requestId);
     throw new CliFailure(exitCodeForStatus(r.status), `${code} (HTTP ${r.status}): ${message}${next ? `\nnext: ${next}` : ''}`, r.body);
   }
   return r;

@@ -61,3 +61,23 @@ t.test('svc target lists the columns of each table', async (t) => {
   t.equal(live.code, 0, live.stderr);
   t.match(live.stdout, /tables: none listed here [^\n]*svc schema <connection_id>/);
 });
+
+t.test('every refused request ends with a next: line: invalid_request names the field, a 404 the list to look in', async (t) => {
+  const topup = await svc(['topup', '50']);
+  t.equal(topup.code, 4, topup.stderr);
+  t.match(topup.stderr, /invalid_request \(HTTP 400\)/);
+  t.match(topup.stderr, /\nnext: correct the [a-z_]+ value as the message says, then retry \(svc help <command> lists its arguments\)/);
+
+  const cred = await svc(['credentials', 'delete', 'http-files']);
+  t.equal(cred.code, 4, cred.stderr);
+  t.match(cred.stderr, /not_found \(HTTP 404\)/);
+  t.match(cred.stderr, /\nnext: check the id: svc credentials list/);
+
+  const conn = await svc(['connection', 'conn_nope']);
+  t.equal(conn.code, 4, conn.stderr);
+  t.match(conn.stderr, /\nnext: check the id: svc connections\n?$/);
+
+  const relay = await svc(['relay', 'delete', 'rly_nope']);
+  t.equal(relay.code, 4, relay.stderr);
+  t.match(relay.stderr, /\nnext: check the id: svc relay list/);
+});
