@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { API_ERRORS, ApiError, isApiError, type ApiErrorCode } from '../errors.js';
+import { registerMethodIndex } from './methods.js';
 
 export interface ErrorBody {
   error: { code: ApiErrorCode; message: string; details?: Record<string, unknown>; request_id: string };
@@ -86,6 +87,8 @@ export function frameworkErrors(error: FastifyError, req: FastifyRequest, reply:
 /**
  * `answerFirst`: what answers instead of `api` for this request, if anything (http/auth.ts
  * `cachedKeyAnswer`: a key taken from the key cache and revoked meanwhile is answered 401).
+ * Call it before the routes: a request no route takes is `405` when its path exists with other
+ * methods (http/methods.ts), else `404`.
  */
 export function registerErrorHandling(app: FastifyInstance, answerFirst?: (req: FastifyRequest, api: ApiError) => Promise<ApiError | undefined>): void {
   app.setErrorHandler(async (error: FastifyError, req, reply) => {
@@ -94,8 +97,9 @@ export function registerErrorHandling(app: FastifyInstance, answerFirst?: (req: 
     // sent here, not returned: an async error handler's returned reply would be sent again
     sendError(reply, req, (answerFirst && (await answerFirst(req, api))) || api);
   });
+  const methodNotAllowed = registerMethodIndex(app);
   app.setNotFoundHandler((req, reply) =>
-    sendError(reply, req, new ApiError('not_found', `no route ${req.method} ${req.url.split('?')[0]}; the API is described at /openapi.json`)),
+    sendError(reply, req, methodNotAllowed(req) ?? new ApiError('not_found', `no route ${req.method} ${req.url.split('?')[0]}; the API is described at /openapi.json`)),
   );
 }
 

@@ -100,6 +100,8 @@ export function mcpRoutes(app: App): void {
       app.route({
         method,
         url,
+        // answers 405 itself: not listed in the Allow of other methods' 405 (http/methods.ts)
+        config: { refusesMethod: true },
         schema: { summary: `Not offered: the MCP server is stateless (no ${method === 'GET' ? 'server-sent event stream' : 'session'}); answers 405`, tags: ['mcp'], response: { 405: ErrorSchema } },
         handler: async (_req, reply) => {
           void reply.header('allow', 'POST');
