@@ -175,7 +175,11 @@ export async function getConnection(store: Store, orgId: string, id: string): Pr
 export interface ListOptions {
   readonly status?: ConnectionStatus | undefined;
   readonly limit: number;
-  /** connections created before this cursor (exclusive), for paging */
+  /**
+   * connections created before this cursor (exclusive), for paging: a `next_cursor` of this list,
+   * the id of one of the organization's connections; anything else is refused (400), not read as
+   * the end of the list
+   */
   readonly before?: string | undefined;
 }
 
@@ -183,7 +187,12 @@ export async function listConnections(store: Store, orgId: string, o: ListOption
   const now = new Date().toISOString();
   const params: unknown[] = [orgId];
   let where = 'org_id = $1';
-  if (o.before) {
+  if (o.before !== undefined) {
+    const known = await store.query('SELECT 1 FROM connections WHERE id = $1 AND org_id = $2', [o.before, orgId]);
+    if (known.length === 0) {
+      const problem = 'is not a next_cursor of this list';
+      throw new ApiError('invalid_request', `query parameter "cursor" ${problem}; send the next_cursor of the previous page, or leave it out for the first page`, { field: 'cursor', problem, in: 'query' });
+    }
     params.push(o.before);
     where += ` AND (created_at, id) < (SELECT created_at, id FROM connections WHERE id = $${params.length} AND org_id = $1)`;
   }

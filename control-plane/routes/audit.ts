@@ -3,7 +3,7 @@ import { Type } from 'typebox';
 import { canon, eventsOf, listEvents, toEvent, verifyConnection } from '../audit/index.js';
 import { getConnection } from '../connections/index.js';
 import { principalOf } from '../http/auth.js';
-import { type App, type Services, errors } from './context.js';
+import { type App, type Services, errors, limitParam, pageLimit } from './context.js';
 
 export function auditRoutes(app: App, s: Services): void {
   app.get(
@@ -17,7 +17,7 @@ export function auditRoutes(app: App, s: Services): void {
           {
             format: Type.Optional(Type.Union([Type.Literal('json'), Type.Literal('jsonl')])),
             after_seq: Type.Optional(Type.String({ pattern: '^[0-9]{1,9}$' })),
-            limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,4}$' })),
+            limit: limitParam(1000),
           },
           { additionalProperties: false },
         ),
@@ -25,6 +25,8 @@ export function auditRoutes(app: App, s: Services): void {
       },
     },
     async (req, reply) => {
+      // refused before anything is read, and with ?format=jsonl too (which streams every event)
+      const limit = pageLimit(req.query.limit, 1000);
       const conn = await getConnection(s.store, principalOf(req).orgId, req.params.connection_id);
       const after = Number(req.query.after_seq ?? 0);
       const jsonl = req.query.format === 'jsonl' || (req.query.format === undefined && (req.headers.accept ?? '').includes('application/x-ndjson'));
@@ -37,7 +39,6 @@ export function auditRoutes(app: App, s: Services): void {
         }
         return reply.send(Readable.from(lines()));
       }
-      const limit = Math.min(Math.max(Number(req.query.limit ?? 100), 1), 1000);
       const events = await listEvents(s.store, conn.id, after, limit);
       const last = events[events.length - 1];
       return {

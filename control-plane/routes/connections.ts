@@ -7,7 +7,7 @@ import { runQuery } from '../query/engine.js';
 import { clientClosed } from '../query/errors.js';
 import { whenCallerLeaves } from '../http/in-process.js';
 import { describeSchema } from '../query/describe.js';
-import { type App, type Services, ErrorSchema, errors, queryDeps } from './context.js';
+import { type App, type Services, ErrorSchema, errors, limitParam, pageLimit, queryDeps } from './context.js';
 
 const ConnectionId = Type.Object({ connection_id: Type.String({ maxLength: 200 }) });
 
@@ -78,8 +78,8 @@ export function connectionRoutes(app: App, s: Services): void {
         querystring: Type.Object(
           {
             status: Type.Optional(Type.Union([Type.Literal('active'), Type.Literal('expired'), Type.Literal('revoked')])),
-            limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,4}$' })),
-            cursor: Type.Optional(Type.String({ maxLength: 200 })),
+            limit: limitParam(500),
+            cursor: Type.Optional(Type.String({ maxLength: 200, description: 'next_cursor of the previous page' })),
           },
           { additionalProperties: false },
         ),
@@ -87,7 +87,7 @@ export function connectionRoutes(app: App, s: Services): void {
       },
     },
     async (req) => {
-      const limit = Math.min(Math.max(Number(req.query.limit ?? 100), 1), 500);
+      const limit = pageLimit(req.query.limit, 500);
       const page = await listConnections(s.store, principalOf(req).orgId, { status: req.query.status, limit, before: req.query.cursor });
       return { connections: page.connections.map(connectionRecord), next_cursor: page.next_cursor };
     },

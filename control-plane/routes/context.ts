@@ -18,6 +18,7 @@ import type { RunningQueries } from '../query/running.js';
 import type { SqlChecker } from '../query/sql/offload.js';
 import type { CheckCache } from '../query/sql/check-cache.js';
 import type { CheckedQuery } from '../query/sql/index.js';
+import { ApiError } from '../errors.js';
 
 export type App = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, FastifyBaseLogger, TypeBoxTypeProvider>;
 
@@ -86,4 +87,21 @@ export function errors(...statuses: number[]): Record<number, TSchema> {
   const out: Record<number, TSchema> = { 200: Type.Unknown() };
   for (const s of [401, ...statuses]) out[s] = ErrorSchema;
   return out;
+}
+
+/**
+ * A list's `?limit=` (docs/api.md): digits in the query string (query strings are not coerced,
+ * app.ts), an integer from 1 to `max` checked by {@link pageLimit}.
+ */
+export function limitParam(max: number, fallback = 100) {
+  return Type.Optional(Type.String({ pattern: '^[0-9]{1,9}$', description: `page size: an integer from 1 to ${max} (default ${fallback})` }));
+}
+
+/** The page size `?limit=` asks for, `fallback` without one; outside 1…`max` it is refused (400), never clamped. */
+export function pageLimit(raw: string | undefined, max: number, fallback = 100): number {
+  if (raw === undefined) return fallback;
+  const n = Number(raw);
+  if (Number.isInteger(n) && n >= 1 && n <= max) return n;
+  const problem = `must be an integer from 1 to ${max}`;
+  throw new ApiError('invalid_request', `query parameter "limit" ${problem} (default ${fallback}), not ${JSON.stringify(raw)}`, { field: 'limit', problem, in: 'query' });
 }

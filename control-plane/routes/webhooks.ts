@@ -26,7 +26,7 @@ import {
   setEndpoint,
   type ChaosMode,
 } from '../webhooks/index.js';
-import { type App, type Services, errors } from './context.js';
+import { type App, type Services, errors, limitParam, pageLimit } from './context.js';
 
 export interface WebhookHooks {
   /** the master key that seals new secrets */
@@ -94,15 +94,14 @@ export function webhookRoutes(app: App, s: Services, hooks: WebhookHooks): void 
             connection_id: Type.Optional(Id),
             status: Type.Optional(Type.Union(DELIVERY_STATUSES.map((x) => Type.Literal(x)))),
             event: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
-            // query strings are not coerced (app.ts): a number arrives as text
-            limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,3}$', description: 'at most this many deliveries, 1 to 500 (default 100)' })),
+            limit: limitParam(500),
           },
           { additionalProperties: false },
         ),
         response: { ...errors(400, 404) },
       },
     },
-    async (req) => listDeliveries(s.store, principalOf(req).orgId, { connectionId: req.query.connection_id, status: req.query.status, event: req.query.event, limit: Math.min(Math.max(Number(req.query.limit ?? 100), 1), 500) }),
+    async (req) => listDeliveries(s.store, principalOf(req).orgId, { connectionId: req.query.connection_id, status: req.query.status, event: req.query.event, limit: pageLimit(req.query.limit, 500) }),
   );
 
   app.get(
