@@ -391,6 +391,7 @@ export function errorSchema(codes: readonly string[]): TSchema {
             cost_cents: detail('a failed query that ran at its source: the price charged', Num),
             billed_to: detail('who paid that price', OneOf('trial', 'wallet')),
             dashboard_url: detail('dashboard_only: where the path lives'),
+            allow: detail('method_not_allowed: the methods the path takes, as in the Allow header', Type.Array(Str)),
           },
           { additionalProperties: true, description: 'more about the error; the keys depend on the code and the cause (those below are the common ones; a code may add keys of its own, such as the scope grammar or the allowed values)' },
         ),

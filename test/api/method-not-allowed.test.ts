@@ -71,6 +71,12 @@ t.test('every path of the document, asked with a method it does not take: 405 wi
   t.ok(checked >= 60, `${checked} requests checked`);
 });
 
+t.test('the Error schema documents details.allow', async (t) => {
+  const doc = (await api<Doc>(srv.url, 'GET', '/openapi.json')).body;
+  const details = JSON.stringify(doc.components.schemas['Error']);
+  t.match(details, /"allow":\{"type":"array"/);
+});
+
 t.test('the defects reported against docs/api.md', async (t) => {
   const a = await signupAgent(srv.url, 'Reported Org');
   const cases: [string, string, string][] = [
