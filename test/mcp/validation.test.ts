@@ -1,0 +1,103 @@
+/**
+ * Tool arguments are checked like the HTTP API's bodies: a missing, wrong or unknown argument of a
+ * known tool is a tool error (`isError`) with `structuredContent.error.code` "invalid_request"
+ * naming the argument, and the call is not made; an unknown tool is a JSON-RPC error, as the MCP
+ * specification has it. Each tool's advertised input schema says what is enforced (no other
+ * arguments). Driven by the SDK's own client against the real hosted server.
+ */
+import t from 'tap';
+import type { TapTest } from '../helpers/tap.js';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { TOOLS } from '../../control-plane/mcp/index.js';
+import { api, openConnection, signupAgent, startServer, type Agent, type TestServer } from '../helpers/server.js';
+
+type Json = Record<string, unknown>;
+
+let srv: TestServer;
+let agent: Agent;
+let client: Client;
+t.before(async () => {
+  srv = await startServer();
+  agent = await signupAgent(srv.url, 'Validation Co', 'validation-bot');
+  client = new Client({ name: 'svc-test-validation', version: '1.0.0' });
+  await client.connect(new StreamableHTTPClientTransport(new URL(`${srv.url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${agent.key}` } } }));
+});
+t.teardown(async () => {
+  await client.close();
+  await srv.close();
+});
+
+const call = async (name: string, args: Json): Promise<CallToolResult> => (await client.callTool({ name, arguments: args })) as CallToolResult;
+const text = (r: CallToolResult): string => r.content.map((c) => (c.type === 'text' ? c.text : '')).join('\n');
+const errorOf = (r: CallToolResult): Json => ((r.structuredContent ?? {}) as Json)['error'] as Json;
+
+/** a refusal of the arguments: a tool error shaped like the API's invalid_request, naming each argument */
+function assertRefused(t: TapTest, r: CallToolResult, tool: string, fields: [string, RegExp][]): void {
+  t.equal(r.isError, true, `${tool}: a tool error`);
+  const err = errorOf(r);
+  t.ok(err, `${tool}: structuredContent.error is there (${text(r)})`);
+  t.equal(err?.['code'], 'invalid_request', `${tool}: code invalid_request`);
+  t.equal(err?.['status'], 400, 'the status the HTTP API answers invalid_request with');
+  const details = err?.['details'] as { field: string; problem: string; in: string; issues: { field: string; problem: string }[] };
+  t.equal(details.in, 'arguments');
+  t.equal(details.field, details.issues[0]?.field, 'the first issue is the field of the details');
+  for (const [field, problem] of fields) {
+    const issue = details.issues.find((i) => i.field === field);
+    t.match(issue?.problem, problem, `${tool}: argument ${field} ${String(issue?.problem)}`);
+    t.match(String(err?.['message']), `argument "${field}"`, `${tool}: the message names ${field}`);
+  }
+  t.match(text(r), new RegExp(`^${tool} failed: invalid_request: argument "`), 'the text starts like every failed call');
+}
+
+t.test('a missing, mistyped or out-of-range argument is a structured invalid_request', async (t) => {
+  const conn = await openConnection(srv.url, agent.key, 'demo-healthcare', ['read:encounters']);
+  assertRefused(t, await call('query', { connection_id: conn }), 'query', [['sql', /^is required$/]]);
+  assertRefused(t, await call('create_account', { orgName: 'X', agentName: 'y' }), 'create_account', [
+    ['org_name', /^is required$/],
+    ['agent_name', /^is required$/],
+    ['orgName', /^is not a known argument$/],
+    ['agentName', /^is not a known argument$/],
+  ]);
+  assertRefused(t, await call('open_connection', { target_id: 'demo-healthcare', scopes: ['read:encounters'], ttl_seconds: 0 }), 'open_connection', [['ttl_seconds', />=1/]]);
+  assertRefused(t, await call('open_connection', { target_id: 'demo-healthcare', scopes: 'read:encounters' }), 'open_connection', [['scopes', /array/]]);
+  assertRefused(t, await call('top_up_wallet', { amount_cents: 100, auto_reload: { threshold_cents: 0, amount_cents: 1 } }), 'top_up_wallet', [['auto_reload.threshold_cents', />=1/]]);
+  const listed = await api<{ connections: unknown[] }>(srv.url, 'GET', '/v1/connections', { key: agent.key });
+  t.equal(listed.body.connections.length, 1, 'no refused open_connection opened one');
+});
+
+t.test('an unknown argument is refused, naming it, and the call is not made', async (t) => {
+  const conn = await openConnection(srv.url, agent.key, 'demo-healthcare', ['read:encounters']);
+  assertRefused(t, await call('query', { connection_id: conn, sql: 'SELECT 1', extra: 1 }), 'query', [['extra', /^is not a known argument$/]]);
+  assertRefused(t, await call('get_usage', { org_id: 'x' }), 'get_usage', [['org_id', /^is not a known argument$/]]);
+  const many = await call('get_usage', Object.fromEntries(Array.from({ length: 25 }, (_, i) => [`x${i}`, i])));
+  t.equal((errorOf(many)['details'] as { issues: unknown[] }).issues.length, 20, 'at most 20 issues named');
+  t.match(String(errorOf(many)['message']), /; and 5 more problem\(s\);/);
+  const audit = await api<{ events: unknown[] }>(srv.url, 'GET', `/v1/connections/${conn}/audit`, { key: agent.key });
+  t.same(audit.body.events, [], 'the query did not run: nothing audited');
+  const ok = await call('query', { connection_id: conn, sql: 'SELECT 1 AS one' });
+  t.notOk(ok.isError, text(ok));
+});
+
+t.test('an unknown tool is a JSON-RPC error (InvalidParams), as the MCP specification has it', async (t) => {
+  const err = await call('no_such_tool', {}).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  t.ok(err instanceof McpError, `a JSON-RPC error, not a tool result (${String(err)})`);
+  t.equal((err as McpError).code, ErrorCode.InvalidParams);
+  t.match((err as McpError).message, /Unknown tool: no_such_tool/);
+});
+
+t.test('each advertised input schema is what is enforced: no other arguments', async (t) => {
+  const { tools } = await client.listTools(); // the SDK client validates the listing
+  t.equal(tools.length, TOOLS.length);
+  for (const tool of tools) {
+    t.equal(tool.inputSchema.type, 'object', tool.name);
+    t.equal((tool.inputSchema as Json)['additionalProperties'], false, `${tool.name}: additionalProperties false`);
+  }
+  const query = tools.find((x) => x.name === 'query');
+  t.same(Object.keys(query?.inputSchema.properties ?? {}).sort(), ['connection_id', 'sql']);
+  t.same([...(query?.inputSchema.required ?? [])].sort(), ['connection_id', 'sql']);
+});
