@@ -81,6 +81,9 @@ export const COMPONENTS = {
     created_at: Time,
     expires_at: Time,
     revoked_at: NullableTime,
+    revoked_reason: Type.Union([OneOf('revoked', 'relay_deleted'), Type.Null()], {
+      description: 'why it was revoked, null while it is not: revoked (POST /v1/connections/{id}/revoke) or relay_deleted (DELETE /v1/relays/{id} revoked it with its relay)',
+    }),
     audit_genesis_hash: Str,
     audit_head_hash: Str,
     audit_events: Int,
@@ -146,6 +149,8 @@ export const COMPONENTS = {
       missing_tables: Type.Optional(Type.Array(Str)),
       // connection.revoked
       by: Type.Optional(Str),
+      reason: Type.Optional(Type.String({ description: 'connection.revoked by the deletion of its relay: relay_deleted' })),
+      relay_id: Type.Optional(Type.String({ description: 'connection.revoked by the deletion of its relay: that relay' })),
     },
     {
       additionalProperties: true,

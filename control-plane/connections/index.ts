@@ -7,7 +7,7 @@ import { appendEvent, genesisHash } from '../audit/index.js';
 import { parseScopes, type Catalogue, type ParsedScopes, type Target } from '../catalogue/index.js';
 import { hasCredential, registerHint } from '../credentials/index.js';
 import { ApiError } from '../errors.js';
-import type { Store } from '../store/index.js';
+import type { Sql, Store } from '../store/index.js';
 import { enqueueLifecycle } from '../webhooks/index.js';
 
 export const TTL_MIN = 1;
@@ -24,6 +24,8 @@ export interface ConnectionRow {
   created_at: Date;
   expires_at: Date;
   revoked_at: Date | null;
+  /** why it was revoked (set with revoked_at): see {@link RevokedReason} */
+  revoked_reason: RevokedReason | null;
   genesis_hash: string;
   head_hash: string;
   head_seq: number;
@@ -33,6 +35,12 @@ export interface ConnectionRow {
 }
 
 export type ConnectionStatus = 'active' | 'expired' | 'revoked';
+
+/**
+ * `revoked`: by POST /v1/connections/{id}/revoke (or the MCP tool); `relay_deleted`: its relay was
+ * deleted (DELETE /v1/relays/{id} revokes the relay's live connections in the same transaction).
+ */
+export type RevokedReason = 'revoked' | 'relay_deleted';
 
 export function statusOf(c: ConnectionRow, now = Date.now()): ConnectionStatus {
   if (c.revoked_at) return 'revoked';
@@ -54,6 +62,7 @@ export function connectionRecord(c: ConnectionRow): Record<string, unknown> {
     created_at: iso(c.created_at),
     expires_at: iso(c.expires_at),
     revoked_at: iso(c.revoked_at),
+    revoked_reason: c.revoked_at ? (c.revoked_reason ?? 'revoked') : null,
     audit_genesis_hash: c.genesis_hash,
     audit_head_hash: c.head_hash,
     audit_events: c.head_seq,
@@ -214,7 +223,7 @@ export async function revokeConnection(store: Store, cache: ConnectionCache, org
     if (!row) throw new ApiError('not_found', `connection ${JSON.stringify(id)} not found; list yours with GET /v1/connections`);
     if (row.revoked_at) return; // revoking twice changes nothing
     const at = new Date().toISOString();
-    await sql.query('UPDATE connections SET revoked_at = $2 WHERE id = $1', [id, at]);
+    await sql.query("UPDATE connections SET revoked_at = $2, revoked_reason = 'revoked' WHERE id = $1", [id, at]);
     await appendEvent(sql, id, { type: 'connection.revoked', org_id: orgId, by });
     await enqueueLifecycle(sql, 'connection.revoked', { connectionId: id, orgId, targetId: row.target_id, at: new Date(at) });
   });
@@ -222,9 +231,40 @@ export async function revokeConnection(store: Store, cache: ConnectionCache, org
   return getConnection(store, orgId, id);
 }
 
+/**
+ * Its relay is being deleted, in the caller's transaction (relays/index.ts deleteRelay): every
+ * connection through relay `relayId` that is still active is revoked at `at`, as a revocation
+ * does (revoked_at, a `connection.revoked` audit event and webhook), with the reason
+ * `relay_deleted`. Connections already revoked or expired stay as they are. Returns the ids
+ * revoked; the caller drops them from its ConnectionCache once committed.
+ */
+export async function revokeRelayConnections(sql: Sql, orgId: string, relayId: string, by: string | undefined, at: Date): Promise<string[]> {
+  // locked in id order, so two transactions that each lock several of them cannot deadlock (a settlement locks one)
+  const rows = await sql.query<{ id: string; target_id: string }>(
+    `SELECT id, target_id FROM connections
+      WHERE org_id = $1 AND target_id = 'postgres-relay' AND scopes @> jsonb_build_array('relay:' || $2::text) AND revoked_at IS NULL AND expires_at > $3
+      ORDER BY id FOR UPDATE`,
+    [orgId, relayId, at.toISOString()],
+  );
+  for (const c of rows) {
+    await sql.query("UPDATE connections SET revoked_at = $2, revoked_reason = 'relay_deleted' WHERE id = $1", [c.id, at.toISOString()]);
+    await appendEvent(sql, c.id, { type: 'connection.revoked', org_id: orgId, ...(by ? { by } : {}), reason: 'relay_deleted', relay_id: relayId });
+    await enqueueLifecycle(sql, 'connection.revoked', { connectionId: c.id, orgId, targetId: c.target_id, at });
+  }
+  return rows.map((c) => c.id);
+}
+
 /** Throws 410 for a connection that can no longer be used. */
 export function assertUsable(c: ConnectionRow): void {
   const status = statusOf(c);
+  if (status === 'revoked' && c.revoked_reason === 'relay_deleted') {
+    const relay = c.scopes.find((s) => s.startsWith('relay:'))?.slice('relay:'.length);
+    throw new ApiError(
+      'connection_revoked',
+      `connection ${c.id} was revoked at ${iso(c.revoked_at)}: its relay ${relay ?? ''} was deleted; enroll a relay and open a new connection with POST /v1/connections`,
+      { cause: 'relay_deleted', ...(relay ? { relay_id: relay } : {}) },
+    );
+  }
   if (status === 'revoked') {
     throw new ApiError('connection_revoked', `connection ${c.id} was revoked at ${iso(c.revoked_at)}; open a new one with POST /v1/connections`);
   }

@@ -363,7 +363,7 @@ export const TOOLS: readonly ToolSpec[] = [
   {
     name: 'delete_relay',
     title: 'Delete a relay',
-    description: 'Delete a relay: every certificate of it is revoked at once and its live tunnel closes; reconnects are refused (DELETE /v1/relays/{relay_id}).',
+    description: 'Delete a relay: every certificate of it is revoked at once, every active connection through it is revoked (revoked_reason relay_deleted) and its live tunnel closes; reconnects are refused (DELETE /v1/relays/{relay_id}).',
     input: { relay_id: RelayId },
     readOnly: false,
     destructive: true,

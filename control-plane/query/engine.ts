@@ -15,7 +15,7 @@ import type { Store } from '../store/index.js';
 import type { Metrics } from '../metrics.js';
 import { backendFor, type Backend, type Backends, type PreparedStatement } from './backends.js';
 import { clientClosed } from './errors.js';
-import { stoppedError, type RunningQueries, type RunningQuery } from './running.js';
+import { stoppedError, type RunningQueries, type RunningQuery, type StopCause } from './running.js';
 
 export interface QueryDeps {
   readonly store: Store;
@@ -225,11 +225,23 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
         const done = await settleQuery(deps.store, { mode, reservation: r, bytes: 0, connectionId: conn.id, check: mode === 'settle' ? checkFor : undefined, count: false, event: ev });
         if (done.outcome === 'ok') event = ev.appended(done.row);
         else if (done.outcome === 'swept') mode = 'none'; // given back already: audited with no charge
-        else stop(stoppedError(conn.id, done.outcome, relayId));
+        else stop(await settledStop(done.outcome));
       }
       if (mode !== 'refund') charged = { cost_cents: fields['cost_cents'], billed_to: r.payer };
     }
     throw new ApiError(api.code, capMessage(api.message), { ...(api.details ?? {}), ...charged, audit_event_id: event.id }, api.headers);
+  };
+  /**
+   * The answer of a statement its settlement refused: a connection revoked by its relay's
+   * deletion (connections/index.ts revokeRelayConnections) says so, as the replica that deleted
+   * the relay answers its statements.
+   */
+  const settledStop = async (outcome: StopCause): Promise<ApiError> => {
+    if (outcome === 'revoked' && relayId) {
+      const now = await getConnection(deps.store, orgId, connectionId).catch(() => undefined);
+      if (now?.revoked_reason === 'relay_deleted') return stoppedError(conn.id, 'relay_deleted', relayId);
+    }
+    return stoppedError(conn.id, outcome, relayId);
   };
   // what settlement checks under the connection's row lock: the key that sent it, the relay it runs on
   const checkFor = { keyId: caller.keyId, get relayId() { return relayId; } };
@@ -378,7 +390,7 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
       const done = await settleQuery(deps.store, { mode, reservation, bytes: result.bytes, connectionId: conn.id, check: checkFor, count: true, event: ev });
       if (done.outcome === 'ok') event = ev.appended(done.row);
       else if (done.outcome === 'swept') mode = 'none'; // given back already (a sweep): answered, not charged
-      else return fail(stoppedError(conn.id, done.outcome, relayId), { ...ran, outcome: 'error' }, giveBack);
+      else return fail(await settledStop(done.outcome), { ...ran, outcome: 'error' }, giveBack);
     }
 
     return {

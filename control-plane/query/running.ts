@@ -188,6 +188,9 @@ export class RunningQueries {
          UNION ALL SELECT 'r', id FROM relays WHERE revoked_at IS NOT NULL AND id IN (SELECT jsonb_array_elements_text($3::jsonb))`,
         [ids((e) => e.connectionId), ids((e) => e.keyId), ids((e) => e.relayId)],
       );
+      // deleted relays first: their connections are revoked with them, and their statements
+      // answer with the cause relay_deleted (the first stop of a statement decides its answer)
+      rows.sort((x, y) => Number(y.kind === 'r') - Number(x.kind === 'r'));
       for (const r of rows) {
         if (r.kind === 'c') void this.revoke(r.id);
         else if (r.kind === 'k') void this.keyRevoked(r.id);

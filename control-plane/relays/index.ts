@@ -8,6 +8,7 @@
 import { createHash, randomBytes, X509Certificate } from 'node:crypto';
 import { TunnelRefusal } from '../../protocol/relay-contract.js';
 import { newId } from '../accounts/index.js';
+import { revokeRelayConnections } from '../connections/index.js';
 import { ApiError } from '../errors.js';
 import type { Sql, Store } from '../store/index.js';
 
@@ -301,15 +302,26 @@ export async function reissue(
   });
 }
 
-/** Delete a relay: every certificate of it is revoked at once. */
-export async function deleteRelay(store: Store, orgId: string, relayId: string): Promise<void> {
-  await store.tx(async (sql) => {
-    const r = await relayOf(sql, orgId, relayId);
-    if (r.revoked_at) return;
-    const now = new Date().toISOString();
-    await sql.query('UPDATE relays SET revoked_at = $2 WHERE id = $1', [relayId, now]);
+/**
+ * Delete a relay: every certificate of it is revoked at once, and so is every connection through
+ * it that is still active (connections/index.ts revokeRelayConnections: revoked_at, reason
+ * `relay_deleted`, `connection.revoked` in its audit chain and to webhooks), all in one
+ * transaction, so no replica sharing the store ever shows such a connection active. Returns the
+ * connections revoked now (none when the relay was deleted already); `by` is the agent key that
+ * deleted it.
+ */
+export async function deleteRelay(store: Store, orgId: string, relayId: string, by?: string): Promise<{ revokedConnections: string[] }> {
+  return store.tx(async (sql) => {
+    await relayOf(sql, orgId, relayId);
+    const at = new Date();
+    const now = at.toISOString();
+    // of two deletions racing, one marks the relay (the other waits for its row lock, then finds it deleted)
+    const marked = await sql.query('UPDATE relays SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL RETURNING id', [relayId, now]);
+    if (marked.length === 0) return { revokedConnections: [] };
     const revoked = await sql.query<{ serial: string }>("UPDATE relay_certificates SET revoked_at = $2, revoked_reason = 'relay deleted' WHERE relay_id = $1 AND revoked_at IS NULL RETURNING serial", [relayId, now]);
-    await event(sql, orgId, relayId, 'relay.deleted', { revoked_serials: revoked.map((c) => c.serial) });
+    const connections = await revokeRelayConnections(sql, orgId, relayId, by, at);
+    await event(sql, orgId, relayId, 'relay.deleted', { revoked_serials: revoked.map((c) => c.serial), revoked_connections: connections });
+    return { revokedConnections: connections };
   });
 }
 

@@ -83,10 +83,12 @@ export function relayRoutes(app: App, s: Services, ca: () => Promise<RelayCa>, o
 
   app.delete(
     '/v1/relays/:relay_id',
-    { schema: { summary: 'Delete a relay: every certificate of it is revoked at once', tags: ['relays'], params: RelayId, response: { ...errors(404) } } },
+    { schema: { summary: 'Delete a relay: every certificate of it is revoked at once, and so is every active connection through it', tags: ['relays'], params: RelayId, response: { ...errors(404) } } },
     async (req) => {
-      const orgId = principalOf(req).orgId;
-      await deleteRelay(s.store, orgId, req.params.relay_id);
+      const { orgId, keyId } = principalOf(req);
+      const { revokedConnections } = await deleteRelay(s.store, orgId, req.params.relay_id, keyId);
+      // committed: its connections are revoked in the store; this app's query path reads them fresh from now on
+      for (const id of revokedConnections) s.connections.drop(id);
       // its connections' running statements are stopped (and answer before this does), its live tunnel closes at once
       const stopping = s.running.relayDeleted(req.params.relay_id);
       s.tunnels.disconnect(req.params.relay_id, TunnelRevocation.RELAY_REVOKED);

@@ -286,6 +286,18 @@ ALTER TABLE relays ADD COLUMN tunnel_until timestamptz;
 ALTER TABLE relays ADD COLUMN tunnel_since timestamptz;
 `,
   },
+  {
+    version: 12,
+    name: 'why a connection was revoked; the connections of relays deleted before now are revoked with their relay',
+    sql: `
+ALTER TABLE connections ADD COLUMN revoked_reason text;
+UPDATE connections c SET revoked_at = r.revoked_at, revoked_reason = 'relay_deleted'
+  FROM relays r
+ WHERE r.revoked_at IS NOT NULL AND c.org_id = r.org_id AND c.revoked_at IS NULL AND c.expires_at > r.revoked_at
+   AND c.target_id = 'postgres-relay' AND c.scopes @> jsonb_build_array('relay:' || r.id);
+UPDATE connections SET revoked_reason = 'revoked' WHERE revoked_at IS NOT NULL AND revoked_reason IS NULL;
+`,
+  },
 ];
 
 /** Apply every migration not yet applied; returns the versions applied now. */
