@@ -1,10 +1,12 @@
 /**
  * The in-process registry of running statements: a query that passed its checks before its
  * connection, key or relay was revoked here, and registers after (it waited for its reservation),
- * is stopped before it starts; a closed registry does not watch the store again.
+ * is stopped before it starts; a closed registry does not watch the store again; the watcher
+ * answers a relay's deletion seen in the store as relay_deleted, not as its connections' revocation.
  */
 import t from 'tap';
 import { RunningQueries } from '../../control-plane/query/running.js';
+import type { Sql } from '../../control-plane/store/index.js';
 
 const later = new Date(Date.now() + 3_600_000);
 
@@ -39,4 +41,17 @@ t.test('what it remembers is bounded', async (t) => {
   t.equal(running.start('conn_0', { expiresAt: later }).signal.aborted, false, 'the oldest is forgotten (the settlement still refuses it)');
   t.equal(running.start(`conn_${RunningQueries.REMEMBERED}`, { expiresAt: later }).signal.aborted, true, 'the newest is remembered');
   running.close();
+});
+
+t.test('the watcher: a relay deleted elsewhere answers its statements with the cause relay_deleted, though its connections are revoked too', async (t) => {
+  // what the store answers for them: the deletion revoked the connection in the same transaction
+  const store = { query: async () => [{ kind: 'c', id: 'conn_w' }, { kind: 'r', id: 'rly_w' }] } as unknown as Sql;
+  const running = new RunningQueries(store);
+  t.teardown(() => running.close());
+  const q = running.start('conn_w', { expiresAt: later, relayId: 'rly_w' });
+  const alive = setInterval(() => undefined, 1000); // the watcher's timer does not hold the process open
+  await new Promise((resolve) => q.signal.addEventListener('abort', resolve, { once: true }));
+  clearInterval(alive);
+  t.match(q.reason()?.details, { cause: 'relay_deleted', relay_id: 'rly_w' });
+  q.done();
 });
