@@ -127,6 +127,14 @@ export async function createConnection(store: Store, catalogue: Catalogue, orgId
   const genesis = genesisHash({ connection_id: id, org_id: orgId, target_id: target.id, scopes, created_at: createdAt });
   // the connection and its connection.created webhook commit together
   await store.tx(async (sql) => {
+    if (parsed.relay !== undefined) {
+      // read again under a share lock on the relay's row: a deletion committed since the check above
+      // is seen here, and one that comes after waits for this insert, then revokes the connection with
+      // the others (relays/index.ts deleteRelay); without it, a connection created while its relay
+      // was deleted stayed active
+      const [relay] = await sql.query<{ revoked_at: Date | null }>('SELECT revoked_at FROM relays WHERE id = $1 AND org_id = $2 FOR SHARE', [parsed.relay, orgId]);
+      if (!relay || relay.revoked_at) throw new ApiError('invalid_scope', `relay ${parsed.relay} was deleted; enroll a new one`, { field: 'scopes' });
+    }
     await sql.query(
       `INSERT INTO connections (id, org_id, target_id, scopes, tier, ttl_seconds, created_at, expires_at, genesis_hash, head_hash)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)`,

@@ -15,6 +15,8 @@ import path from 'node:path';
 import pg from 'pg';
 import t from 'tap';
 import { generateKeyAndCsr } from '../../pki/index.js';
+import { Catalogue } from '../../control-plane/catalogue/index.js';
+import { createConnection } from '../../control-plane/connections/index.js';
 import { deleteRelay } from '../../control-plane/relays/index.js';
 import { MIGRATIONS, migrate } from '../../control-plane/store/index.js';
 import { openEmbeddedStore } from '../../control-plane/store/embedded.js';
@@ -164,4 +166,25 @@ t.test('the migration adding revoked_reason revokes the connections of relays de
     conn_revoked_first: { revoked_at: '2025-01-01T12:00:00.000Z', revoked_reason: 'revoked' },
     conn_kept: { revoked_at: null, revoked_reason: null },
   });
+});
+
+t.test('a connection created while its relay is deleted is refused or revoked with the others, never left active', async (t) => {
+  const a = await signupAgent(srv.url, 'Relay Race Co');
+  const catalogue = new Catalogue();
+  for (let round = 0; round < 6; round++) {
+    const relay = await registeredRelay(a.key);
+    // the check before the insert and the deletion interleave (it was left active: found by a review)
+    const [created, deleted] = await Promise.allSettled([
+      createConnection(srv.svc.store, catalogue, a.orgId, { target_id: 'postgres-relay', scopes: [`relay:${relay}`, 'read:public.orders'], ttl_seconds: 3600 }),
+      deleteRelay(srv.svc.store, a.orgId, relay, 'key_race'),
+    ]);
+    t.equal(deleted.status, 'fulfilled', `round ${round}: the relay is deleted`);
+    if (created.status === 'rejected') {
+      t.match(created.reason, { code: 'invalid_scope' }, `round ${round}: created after the deletion: refused`);
+      continue;
+    }
+    const c = await get(a.key, created.value.id);
+    t.match(c, { status: 'revoked', revoked_reason: 'relay_deleted' }, `round ${round}: created before the deletion: revoked with the others`);
+    t.ok(deleted.status === 'fulfilled' && deleted.value.revokedConnections.includes(created.value.id), `round ${round}: and listed in the deletion`);
+  }
 });
