@@ -89,8 +89,9 @@ export class RunningQueries {
     let set = this.byConnection.get(connectionId);
     if (!set) this.byConnection.set(connectionId, (set = new Set()));
     set.add(entry);
+    // the relay's deletion first: it revokes its connections too (the watcher remembers both), and is the cause to answer
     const known =
-      this.revoked.get(`c:${connectionId}`) ?? (opts.keyId ? this.revoked.get(`k:${opts.keyId}`) : undefined) ?? (opts.relayId ? this.revoked.get(`r:${opts.relayId}`) : undefined);
+      (opts.relayId ? this.revoked.get(`r:${opts.relayId}`) : undefined) ?? this.revoked.get(`c:${connectionId}`) ?? (opts.keyId ? this.revoked.get(`k:${opts.keyId}`) : undefined);
     if (known) controller.abort(known(entry));
     this.watch();
     let ended = false;

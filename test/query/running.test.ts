@@ -55,3 +55,15 @@ t.test('the watcher: a relay deleted elsewhere answers its statements with the c
   t.match(q.reason()?.details, { cause: 'relay_deleted', relay_id: 'rly_w' });
   q.done();
 });
+
+t.test('a query registered after its relay was deleted elsewhere is answered relay_deleted, though its connection is remembered revoked too', async (t) => {
+  const running = new RunningQueries();
+  t.teardown(() => running.close());
+  // what the watcher remembers of one deletion seen in the store: the relay and its connection (review of e6e837d)
+  await running.revoke('conn_r');
+  await running.relayDeleted('rly_r');
+  const q = running.start('conn_r', { expiresAt: later, relayId: 'rly_r' });
+  t.equal(q.signal.aborted, true);
+  t.match(q.reason()?.details, { cause: 'relay_deleted', relay_id: 'rly_r' });
+  q.done();
+});
