@@ -217,7 +217,7 @@ export function checkUrl(url: string | URL, options: GuardOptions = {}): URL {
   if (u.username !== '' || u.password !== '') throw new NetError('NET_ERR_CREDENTIALS', 'credentials in the URL are not accepted (put secrets in the signing secret or a header instead)');
   if (u.hostname === '') throw new NetError('NET_ERR_INVALID_URL', 'the URL has no host');
   const host = u.hostname.replace(/^\[|\]$/g, '');
-  if (net.isIP(host) !== 0 && refused(host, options)) throw new NetError('NET_ERR_FORBIDDEN_ADDRESS', forbidden(`the address ${host} is`, options));
+  if (net.isIP(host) !== 0 && refused(host, options)) throw new NetError('NET_ERR_FORBIDDEN_ADDRESS', forbidden(host, true, options));
   return u;
 }
 
@@ -227,11 +227,14 @@ function refused(ip: string, options: GuardOptions): boolean {
   return !(options.allowPrivate === 'private-use' && isPrivateUseAddress(ip));
 }
 
-/** why an address is refused: `subject` is "the address … is" or "… resolves to" */
-function forbidden(subject: string, options: GuardOptions): string {
-  return options.allowPrivate === 'private-use'
-    ? `${subject} link-local, a cloud metadata address, unspecified, multicast or reserved: refused even where private receivers are allowed`
-    : `${subject} private, loopback, link-local or reserved; receivers must be public`;
+/** why an address is refused: `host` is the address itself (`typed`) or a name that resolves to it (which stays out of the message) */
+function forbidden(host: string, typed: boolean, options: GuardOptions): string {
+  if (options.allowPrivate === 'private-use') {
+    return `${typed ? `the address ${host} is` : `${host} resolves to an address that is`} link-local, a cloud metadata address, unspecified, multicast or reserved: refused even where private receivers are allowed`;
+  }
+  return typed
+    ? `the address ${host} is private, loopback, link-local or reserved; receivers must be public`
+    : `${host} resolves to a non-public address (private, loopback, link-local or reserved); receivers must be public`;
 }
 
 type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | dns.LookupAddress[], family?: number) => void;
@@ -256,7 +259,7 @@ async function resolveChecked(hostname: string, options: GuardOptions, resolve: 
   // one forbidden answer refuses the host: a name that mixes public and private answers is a rebinding trick
   const bad = addresses.find((a) => refused(a.address, options));
   // the address itself stays out of the message: it reaches the customer, who must not learn how internal names resolve
-  if (bad) throw new NetError('NET_ERR_FORBIDDEN_ADDRESS', forbidden(family !== 0 ? `the address ${host} is` : `${host} resolves to an address that is`, options));
+  if (bad) throw new NetError('NET_ERR_FORBIDDEN_ADDRESS', forbidden(host, family !== 0, options));
   return addresses;
 }
 
