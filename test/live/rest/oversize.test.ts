@@ -15,7 +15,7 @@ t.test('a 600 MB value on the embedded engine is a coded refusal, and the engine
   const db = await QueryDatabase.open(pool, signal, querySchema());
   let caught: unknown;
   try {
-    await db.read("SELECT repeat('x', 600000000) AS v", true, 100, 1_000_000, signal);
+    await db.read("SELECT repeat(repeat('x', 1000000), 600) AS v", true, 100, 1_000_000, signal);
   } catch (err) {
     caught = err;
   } finally {
