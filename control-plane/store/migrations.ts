@@ -288,6 +288,8 @@ ALTER TABLE relays ADD COLUMN tunnel_since timestamptz;
   },
   {
     version: 12,
+    // other revoked rows keep a null reason, read as `revoked` (connections/index.ts): rewriting every
+    // one of them would hold the table's lock through a back-fill as long as the store is old
     name: 'why a connection was revoked; the connections of relays deleted before now are revoked with their relay',
     sql: `
 ALTER TABLE connections ADD COLUMN revoked_reason text;
@@ -295,7 +297,6 @@ UPDATE connections c SET revoked_at = r.revoked_at, revoked_reason = 'relay_dele
   FROM relays r
  WHERE r.revoked_at IS NOT NULL AND c.org_id = r.org_id AND c.revoked_at IS NULL AND c.expires_at > r.revoked_at
    AND c.target_id = 'postgres-relay' AND c.scopes @> jsonb_build_array('relay:' || r.id);
-UPDATE connections SET revoked_reason = 'revoked' WHERE revoked_at IS NOT NULL AND revoked_reason IS NULL;
 `,
   },
 ];
