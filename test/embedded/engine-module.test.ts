@@ -3,9 +3,9 @@
  * neither reads the 9 MB `pglite.wasm` nor compiles it again (each thread's copy of the file
  * stayed in its allocator: about 10 MB per engine thread).
  */
-import { spawn } from 'node:child_process';
 import t from 'tap';
 import { EmbeddedPostgres } from '../../control-plane/embedded/index.js';
+import { runModuleScript } from '../helpers/node-script.js';
 
 const EMBEDDED = new URL('../../control-plane/embedded/index.js', import.meta.url).href;
 
@@ -45,11 +45,7 @@ t.test('an engine thread runs on the engine it is handed, not on a pglite.wasm o
     "  console.log('refused: ' + err.message);",
     '}',
   ].join('\n');
-  const child = spawn(process.execPath, ['--liftoff-only', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
-  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+  const { code, out } = await runModuleScript(script);
   t.equal(code, 0, out);
   t.match(out, /^refused: /, 'the thread instantiated the module it was handed');
 });

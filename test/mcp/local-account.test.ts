@@ -5,11 +5,10 @@
  * compiled CLI as a child process, driven by the SDK's own client over stdio.
  */
 import t from 'tap';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { startServer, type TestServer } from '../helpers/server.js';
-import { ensureDist, SVC_JS } from '../cli/dist.js';
+import { ensureDist } from '../cli/dist.js';
+import { localMcpClient } from '../helpers/mcp.js';
 
 type Json = Record<string, unknown>;
 
@@ -21,16 +20,7 @@ t.before(async () => {
 t.teardown(() => srv.close());
 
 t.test('svc mcp without a key uses the key create_account returned for its later calls', async (t) => {
-  const transport = new StdioClientTransport({
-    command: process.execPath,
-    args: [SVC_JS, 'mcp'],
-    env: { PATH: process.env['PATH'] ?? '', SVC_BASE_URL: srv.url, SVC_CONFIG: '/nonexistent/svc-config.json' },
-    stderr: 'pipe',
-  });
-  let stderr = '';
-  transport.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
-  const client = new Client({ name: 'svc-test-local-account', version: '1.0.0' });
-  await client.connect(transport);
+  const { client, stderr } = await localMcpClient(srv.url, {}, 'svc-test-local-account');
   t.teardown(() => client.close());
   const call = async (name: string, args: Json = {}): Promise<CallToolResult> => (await client.callTool({ name, arguments: args })) as CallToolResult;
   const text = (r: CallToolResult): string => r.content.map((c) => (c.type === 'text' ? c.text : '')).join('\n');
@@ -59,6 +49,6 @@ t.test('svc mcp without a key uses the key create_account returned for its later
   const listed = await call('list_connections');
   t.same((structured(listed)['connections'] as Json[]).map((c) => c['connectionId']), [structured(opened)['connectionId']], 'still the first account');
 
-  t.match(stderr, /this session now calls the API with its key/);
-  t.notOk(stderr.includes(key) || stderr.includes(String(structured(second)['apiKey'])), 'no key on stderr');
+  t.match(stderr(), /this session now calls the API with its key/);
+  t.notOk(stderr().includes(key) || stderr().includes(String(structured(second)['apiKey'])), 'no key on stderr');
 });

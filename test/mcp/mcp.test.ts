@@ -7,14 +7,13 @@
 import t from 'tap';
 import type { TapTest } from '../helpers/tap.js';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import pg from 'pg';
 import { isSourceError, runTool, TOOLS, UNTRUSTED_ERROR_NOTICE, UNTRUSTED_NOTICE, type ApiResult } from '../../control-plane/mcp/index.js';
 import { customerDatabase } from '../helpers/customer-db.js';
+import { hostedMcpClient, localMcpClient } from '../helpers/mcp.js';
 import { api, openConnection, signupAgent, startServer, type Agent, type TestServer } from '../helpers/server.js';
-import { ensureDist, SVC_JS } from '../cli/dist.js';
+import { ensureDist } from '../cli/dist.js';
 
 type Json = Record<string, unknown>;
 
@@ -28,12 +27,7 @@ t.before(async () => {
 });
 t.teardown(() => srv.close());
 
-async function httpClient(path = '/mcp', key = agent.key): Promise<Client> {
-  const transport = new StreamableHTTPClientTransport(new URL(srv.url + path), { requestInit: { headers: { authorization: `Bearer ${key}` } } });
-  const client = new Client({ name: 'svc-test', version: '1.0.0' });
-  await client.connect(transport);
-  return client;
-}
+const httpClient = (path = '/mcp', key = agent.key): Promise<Client> => hostedMcpClient(srv.url, key, 'svc-test', path);
 
 async function call(client: Client, name: string, args: Json): Promise<CallToolResult> {
   return (await client.callTool({ name, arguments: args })) as CallToolResult;
@@ -271,18 +265,9 @@ t.test('which error messages count as written by the data source', async (t) => 
 
 t.test('stdio: `svc mcp` as a child process, calling the real API with the user key', async (t) => {
   const fresh = await signupAgent(srv.url, 'Stdio Co', 'stdio-bot');
-  const transport = new StdioClientTransport({
-    command: process.execPath,
-    args: [SVC_JS, 'mcp'],
-    env: { PATH: process.env['PATH'] ?? '', SVC_BASE_URL: srv.url, SVC_API_KEY: fresh.key, SVC_CONFIG: '/nonexistent/svc-config.json' },
-    stderr: 'pipe',
-  });
-  let stderr = '';
-  transport.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
-  const client = new Client({ name: 'svc-test-stdio', version: '1.0.0' });
-  await client.connect(transport);
+  const { client, stderr } = await localMcpClient(srv.url, { SVC_API_KEY: fresh.key }, 'svc-test-stdio');
   t.teardown(() => client.close());
   t.equal(client.getServerVersion()?.name, 'svc');
   await scenario(t, client);
-  t.match(stderr, /serving \d+ tools over stdio/, 'logs go to stderr, stdout carries only the protocol');
+  t.match(stderr(), /serving \d+ tools over stdio/, 'logs go to stderr, stdout carries only the protocol');
 });

@@ -9,9 +9,8 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { TOOLS } from '../../control-plane/mcp/index.js';
+import { hostedMcpClient } from '../helpers/mcp.js';
 import { api, signupAgent, startServer, type TestServer } from '../helpers/server.js';
 import { ensureDist, ROOT, SVC_JS } from '../cli/dist.js';
 import { SPEC_ENDPOINTS } from './spec-endpoints.js';
@@ -27,8 +26,7 @@ t.teardown(() => srv.close());
 t.test('every spec operation: OpenAPI + registered route, MCP tool performing it, CLI command registered', async (t) => {
   const doc = (await api<{ paths: Record<string, Record<string, unknown>> }>(srv.url, 'GET', '/openapi.json')).body;
   const agent = await signupAgent(srv.url, 'Surfaces Co');
-  const client = new Client({ name: 'surfaces', version: '1' });
-  await client.connect(new StreamableHTTPClientTransport(new URL(`${srv.url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${agent.key}` } } }));
+  const client = await hostedMcpClient(srv.url, agent.key, 'surfaces');
   t.teardown(() => client.close());
   const served = new Set((await client.listTools()).tools.map((x) => x.name));
 

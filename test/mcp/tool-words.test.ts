@@ -4,12 +4,12 @@
  * list_targets is compact (detail behind describe_target).
  */
 import t from 'tap';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { oneLine } from '../../control-plane/mcp/render.js';
 import { inToolWords } from '../../control-plane/mcp/run.js';
 import { TOOLS } from '../../control-plane/mcp/tools.js';
+import { hostedMcpClient } from '../helpers/mcp.js';
 import { api, openConnection, signupAgent, startServer, type Agent, type TestServer } from '../helpers/server.js';
 
 type Json = Record<string, unknown>;
@@ -20,8 +20,7 @@ let client: Client;
 t.before(async () => {
   srv = await startServer();
   agent = await signupAgent(srv.url, 'Words Co', 'words-bot');
-  client = new Client({ name: 'svc-test', version: '1.0.0' });
-  await client.connect(new StreamableHTTPClientTransport(new URL(`${srv.url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${agent.key}` } } }));
+  client = await hostedMcpClient(srv.url, agent.key);
 });
 t.teardown(async () => {
   await client?.close();

@@ -7,10 +7,10 @@
  */
 import t from 'tap';
 import type { TapTest } from '../helpers/tap.js';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { TOOLS } from '../../control-plane/mcp/index.js';
+import { hostedMcpClient } from '../helpers/mcp.js';
 import { api, openConnection, signupAgent, startServer, type Agent, type TestServer } from '../helpers/server.js';
 
 type Json = Record<string, unknown>;
@@ -21,8 +21,7 @@ let client: Client;
 t.before(async () => {
   srv = await startServer();
   agent = await signupAgent(srv.url, 'Validation Co', 'validation-bot');
-  client = new Client({ name: 'svc-test-validation', version: '1.0.0' });
-  await client.connect(new StreamableHTTPClientTransport(new URL(`${srv.url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${agent.key}` } } }));
+  client = await hostedMcpClient(srv.url, agent.key, 'svc-test-validation');
 });
 t.teardown(async () => {
   await client.close();

@@ -4,12 +4,12 @@
  * again (which left about 200 MB with the process); a damaged saved image is made again. Each
  * start is a process of its own: the image is made once per process.
  */
-import { spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import t from 'tap';
 import { EmbeddedPostgres, IMAGE_INITDB } from '../../../control-plane/embedded/index.js';
+import { runModuleScript } from '../../helpers/node-script.js';
 import { tempDir } from '../../helpers/server.js';
 
 const ENGINE = new URL('../../../control-plane/live/rest/engine.js', import.meta.url).href;
@@ -61,12 +61,7 @@ async function start(dataDir: string, o: StartOptions = {}): Promise<{ code: num
     'await pool.close();',
     'console.log(JSON.stringify({ ...row, starts, initdb }));',
   ].join('\n');
-  const child = spawn(process.execPath, ['--liftoff-only', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
-  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
-  return { code, out };
+  return runModuleScript(script);
 }
 
 async function saved(dataDir: string): Promise<{ file: string; ino: number; mtimeMs: number; size: number }[]> {
