@@ -70,6 +70,9 @@ t.test('an unknown argument is refused, naming it, and the call is not made', as
   const conn = await openConnection(srv.url, agent.key, 'demo-healthcare', ['read:encounters']);
   assertRefused(t, await call('query', { connection_id: conn, sql: 'SELECT 1', extra: 1 }), 'query', [['extra', /^is not a known argument$/]]);
   assertRefused(t, await call('get_usage', { org_id: 'x' }), 'get_usage', [['org_id', /^is not a known argument$/]]);
+  // names every object has (hostile arguments): unknown arguments like any other, nothing runs
+  assertRefused(t, await call('query', { connection_id: conn, sql: 'SELECT 1', constructor: 1 }), 'query', [['constructor', /^is not a known argument$/]]);
+  assertRefused(t, await call('query', { connection_id: conn, sql: 'SELECT 1', hasOwnProperty: 'x' }), 'query', [['hasOwnProperty', /^is not a known argument$/]]);
   const many = await call('get_usage', Object.fromEntries(Array.from({ length: 25 }, (_, i) => [`x${i}`, i])));
   t.equal((errorOf(many)['details'] as { issues: unknown[] }).issues.length, 20, 'at most 20 issues named');
   t.match(String(errorOf(many)['message']), /; and 5 more problem\(s\);/);
