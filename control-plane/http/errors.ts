@@ -33,6 +33,19 @@ function fieldOf(issue: ValidationIssue, context: string | undefined): string {
   return field || (context ?? 'body');
 }
 
+/**
+ * The values a field may take when the issue is that it is none of them: an `enum` names them all,
+ * a union of literals (`anyOf` of `const`s) gives one issue per literal at the same place.
+ */
+function allowedValues(issues: ValidationIssue[], issue: ValidationIssue): unknown[] | undefined {
+  if (issue.keyword === 'enum' && Array.isArray(issue.params?.['allowedValues'])) return issue.params['allowedValues'] as unknown[];
+  if (issue.keyword !== 'const') return undefined;
+  const values = issues
+    .filter((i) => i.keyword === 'const' && i.instancePath === issue.instancePath && i.params && 'allowedValue' in i.params)
+    .map((i) => i.params?.['allowedValue']);
+  return values.length > 0 ? values : undefined;
+}
+
 const PART: Record<string, { in: 'body' | 'query' | 'path'; label: string }> = {
   body: { in: 'body', label: 'body field' },
   querystring: { in: 'query', label: 'query parameter' },
@@ -50,7 +63,9 @@ export function toApiError(err: FastifyError & { validation?: ValidationIssue[];
     let problem = issue.message ?? 'is invalid';
     if (issue.keyword === 'additionalProperties') problem = 'is not a known field';
     if (issue.keyword === 'required') problem = 'is required';
-    return new ApiError('invalid_request', `${where.label} ${JSON.stringify(field)} ${problem}`, { field, problem, in: where.in });
+    const allowed = allowedValues(err.validation, issue);
+    if (allowed) problem = `must be one of ${allowed.map((v) => JSON.stringify(v)).join(', ')}`;
+    return new ApiError('invalid_request', `${where.label} ${JSON.stringify(field)} ${problem}`, { field, problem, in: where.in, ...(allowed ? { allowed } : {}) });
   }
   switch (err.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':

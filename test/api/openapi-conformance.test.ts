@@ -347,7 +347,9 @@ t.test('catalogue, connections, queries and audit', async (t) => {
   const k = keys.main;
   await c.call('GET /v1/connections/targets', 200, { key: k });
   await c.call('GET /v1/connections/targets', 200, { key: k, query: '?kind=live' }, 'live targets');
-  await c.call('GET /v1/connections/targets', 400, { key: k, query: '?kind=other' }, 'an unknown kind');
+  const kind = await c.call('GET /v1/connections/targets', 400, { key: k, query: '?kind=other' }, 'an unknown kind');
+  t.equal((kind.body['error'] as Json)['message'], 'query parameter "kind" must be one of "demo", "live"', 'the message names the values it takes');
+  t.same((kind.body['error'] as Json)['details'], { field: 'kind', in: 'query', problem: 'must be one of "demo", "live"', allowed: ['demo', 'live'] });
   await c.call('GET /v1/connections/targets/{target_id}', 200, { key: k, params: { target_id: 'demo-healthcare' } });
   await c.call('GET /v1/connections/targets/{target_id}', 200, { key: k, params: { target_id: 'postgres-relay' } }, 'a live target');
   await c.call('GET /v1/connections/targets/{target_id}', 404, { key: k, params: { target_id: 'nope' } });
@@ -361,6 +363,8 @@ t.test('catalogue, connections, queries and audit', async (t) => {
   await c.call('GET /v1/connections', 200, { key: k });
   await c.call('GET /v1/connections', 200, { key: k, query: '?status=active&limit=1' }, 'a page');
   await c.call('GET /v1/connections', 400, { key: k, query: '?limit=many' }, 'a bad limit');
+  const status = await c.call('GET /v1/connections', 400, { key: k, query: '?status=open' }, 'an unknown status');
+  t.same(((status.body['error'] as Json)['details'] as Json)['allowed'], ['active', 'expired', 'revoked'], 'every status it takes');
   await c.call('GET /v1/connections/{connection_id}', 200, { key: k, params: { connection_id: ids.conn } });
   await c.call('GET /v1/connections/{connection_id}', 404, { key: keys.other, params: { connection_id: ids.conn } }, "another organization's");
 
