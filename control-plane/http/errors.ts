@@ -108,7 +108,13 @@ export function frameworkErrors(error: FastifyError, req: FastifyRequest, reply:
 export function registerErrorHandling(app: FastifyInstance, answerFirst?: (req: FastifyRequest, api: ApiError) => Promise<ApiError | undefined>): void {
   app.setErrorHandler(async (error: FastifyError, req, reply) => {
     const api = toApiError(error);
-    if (api.status >= 500) req.log.error({ err: { message: error.message, code: error.code, stack: error.stack } }, 'request failed');
+    if (api.status >= 500) {
+      // an answer the code chose (a relay without its tunnel, a source that cannot be reached) is
+      // a warning with its code, no stack (its message can quote the source); anything else is an
+      // error with its stack
+      if (isApiError(error)) req.log.warn({ code: api.code, status: api.status }, 'request answered with a server-side error');
+      else req.log.error({ err: { message: error.message, code: error.code, stack: error.stack } }, 'request failed');
+    }
     // sent here, not returned: an async error handler's returned reply would be sent again
     sendError(reply, req, (answerFirst && (await answerFirst(req, api))) || api);
   });
