@@ -5,7 +5,7 @@
  */
 import { Command, CommanderError } from 'commander';
 import { DEFAULT_BASE_URL } from './config.js';
-import { EXIT } from './http.js';
+import { EXIT, localError } from './http.js';
 import type { Io } from './output.js';
 import { registerAccountCommands } from './commands/accounts.js';
 import { registerAuditCommands } from './commands/audit.js';
@@ -54,6 +54,9 @@ export async function main(argv: string[], io: Io, env: NodeJS.ProcessEnv = proc
   } catch (err) {
     if (err instanceof CommanderError) {
       if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help') return EXIT.ok;
+      // commander has said it on stderr; --json (before any `--`) gets it on stdout too
+      const end = argv.indexOf('--');
+      if ((end === -1 ? argv : argv.slice(0, end)).includes('--json')) io.out(`${JSON.stringify(localError('usage_error', err.message.replace(/^error: /, '')))}\n`);
       return EXIT.usage;
     }
     throw err;

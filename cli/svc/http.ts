@@ -20,6 +20,11 @@ export class CliFailure extends Error {
   }
 }
 
+/** `--json`'s body for a failure without an API error body: the API's error shape, without a request id. */
+export function localError(code: string, message: string): { error: { code: string; message: string } } {
+  return { error: { code, message } };
+}
+
 export interface ClientOptions {
   readonly baseUrl: string;
   readonly apiKey: string | undefined;
@@ -148,7 +153,8 @@ export async function request(o: ClientOptions, call: ApiCall): Promise<ApiResul
     const message = typeof e?.message === 'string' ? e.message : r.text.slice(0, 300);
     const requestId = typeof e?.request_id === 'string' ? e.request_id : undefined;
     const next = nextStep(r.status, code, r.headers ?? new Headers(), o, e?.details, call.path, requestId);
-    throw new CliFailure(exitCodeForStatus(r.status), `${code} (HTTP ${r.status}): ${message}${next ? `\nnext: ${next}` : ''}`, r.body);
+    // an answer without the API's error body (a proxy's page, say) still gets one on --json
+    throw new CliFailure(exitCodeForStatus(r.status), `${code} (HTTP ${r.status}): ${message}${next ? `\nnext: ${next}` : ''}`, e ? r.body : localError(code, message));
   }
   return r;
 }

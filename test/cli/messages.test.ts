@@ -1,8 +1,13 @@
 /**
  * `svc` messages and output (issue #16, "Messages and surfaces"), the compiled CLI against a real
  * server: a refused statement (invalid_sql) ends with a `next:` line fitting its reason, and
- * `svc target` lists each table's columns without --json.
+ * `svc target` lists each table's columns without --json; with --json, a failure found before any
+ * request is an error body on stdout too.
  */
+import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
 import t from 'tap';
 import { openConnection, signupAgent, type Agent } from '../helpers/server.js';
 import type { RunResult } from './dist.js';
@@ -80,4 +85,52 @@ t.test('every refused request ends with a next: line: invalid_request names the 
   const relay = await svc(['relay', 'delete', 'rly_nope']);
   t.equal(relay.code, 4, relay.stderr);
   t.match(relay.stderr, /\nnext: check the id: svc relay list/);
+});
+
+t.test('--json: a failure found before any request is a JSON error body on stdout too', async (t) => {
+  const parse = (r: RunResult): { error: Record<string, unknown> } => JSON.parse(r.stdout) as { error: Record<string, unknown> };
+  const noKey = await session.svc(['connections', '--json'], { SVC_API_KEY: '' });
+  t.equal(noKey.code, 3, noKey.stderr);
+  t.same(Object.keys(parse(noKey).error), ['code', 'message'], 'the API error shape, with no request id');
+  t.equal(parse(noKey).error['code'], 'unauthorized');
+  t.match(noKey.stderr, /no agent key/, 'the message is on stderr as well');
+
+  const usage = await svc(['connections', '--json', '--no-such-option']);
+  t.equal(usage.code, 2);
+  t.equal(parse(usage).error['code'], 'usage_error');
+  t.match(parse(usage).error['message'], /--no-such-option/);
+  const afterDashes = await svc(['query', '--bogus', '--', '--json']);
+  t.equal(afterDashes.code, 2);
+  t.equal(afterDashes.stdout, '', 'a --json after -- is an argument, not the option');
+
+  const badUrl = await svc(['connections', '--json', '--base-url', 'ftp://x']);
+  t.equal(badUrl.code, 2);
+  t.equal(parse(badUrl).error['code'], 'usage_error');
+
+  const conf = path.join(session.dir, 'broken.json');
+  fs.writeFileSync(conf, '{not json');
+  const broken = await session.svc(['connections', '--json'], { SVC_CONFIG: conf });
+  t.equal(broken.code, 2);
+  t.equal(parse(broken).error['code'], 'config_unreadable');
+
+  // a port nothing listens on, and a proxy answering a page of its own
+  const closed = http.createServer();
+  await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
+  const closedUrl = `http://127.0.0.1:${(closed.address() as AddressInfo).port}`;
+  await new Promise<void>((r) => closed.close(() => r()));
+  const unreachable = await svc(['connections', '--json', '--base-url', closedUrl]);
+  t.equal(unreachable.code, 5);
+  t.equal(parse(unreachable).error['code'], 'unreachable');
+
+  const proxy = http.createServer((_req, res) => res.writeHead(502, { 'content-type': 'text/html' }).end('<h1>Bad Gateway</h1>'));
+  await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+  t.teardown(() => new Promise<void>((r) => proxy.close(() => r())));
+  const page = await svc(['connections', '--json', '--base-url', `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`]);
+  t.equal(page.code, 5);
+  t.same(parse(page).error, { code: 'http_502', message: '<h1>Bad Gateway</h1>' });
+
+  const api = await svc(['connection', 'conn_nope', '--json']);
+  t.equal(api.code, 4);
+  t.equal(parse(api).error['code'], 'not_found');
+  t.type(parse(api).error['request_id'], 'string', "an API error is the API's own body");
 });

@@ -8,7 +8,7 @@ import type { ApiCall } from '../../../control-plane/mcp/api.js';
 // the tool definitions only: the MCP server SDK is loaded by `svc mcp` alone (start-up time)
 import { TOOLS } from '../../../control-plane/mcp/tools.js';
 import { configPath, ConfigFileError, DEFAULT_BASE_URL, readConfig } from '../config.js';
-import { CliFailure, EXIT, request, type ClientOptions } from '../http.js';
+import { CliFailure, EXIT, localError, request, type ClientOptions } from '../http.js';
 import { keyValues, table, withSpinner, type Io } from '../output.js';
 
 export type Obj = Record<string, unknown>;
@@ -23,6 +23,9 @@ export interface Context {
   readonly json: boolean;
   readonly configFile: string;
 }
+
+/** The code of a failure the CLI finds itself, by its exit status: no key is what the API would answer 401 for. */
+const LOCAL_CODE: Readonly<Record<number, string>> = { [EXIT.usage]: 'usage_error', [EXIT.auth]: 'unauthorized', [EXIT.server]: 'unreachable' };
 
 export class CommandKit {
   /** the exit status of the run so far (a failed command or a broken audit chain sets it) */
@@ -53,19 +56,20 @@ export class CommandKit {
   action<A extends unknown[]>(fn: (c: Context, ...args: A) => Promise<void>): (...args: unknown[]) => Promise<void> {
     return async (...args: unknown[]): Promise<void> => {
       const cmd = args[args.length - 1] as Command;
-      let json = false;
+      // read before the context: a context that cannot be made (config file, base URL) still answers in JSON
+      const json = cmd.optsWithGlobals<Globals>().json === true;
       try {
-        const c = this.context(cmd);
-        json = c.json;
-        await fn(c, ...(args.slice(0, -1) as A));
+        await fn(this.context(cmd), ...(args.slice(0, -1) as A));
       } catch (err) {
         if (err instanceof CliFailure) {
-          if (json && err.body !== undefined) this.io.out(`${JSON.stringify(err.body)}\n`);
+          // the API's error body, or one of the same shape for a failure found here (docs/cli-and-mcp.md)
+          if (json) this.io.out(`${JSON.stringify(err.body ?? localError(LOCAL_CODE[err.exitCode] ?? 'usage_error', err.message))}\n`);
           this.io.err(`svc: ${err.message}\n`);
           this.status = err.exitCode;
           return;
         }
         if (err instanceof ConfigFileError) {
+          if (json) this.io.out(`${JSON.stringify(localError('config_unreadable', err.message))}\n`);
           this.io.err(`svc: ${err.message}\n`);
           this.status = EXIT.usage;
           return;
