@@ -12,7 +12,7 @@ import type { SqlChecker } from '../query/sql/offload.js';
 
 export type { CredentialFields, CredentialKindDef, LiveConnector, LiveLimits, LiveRunContext, PreparedLiveQuery } from './types.js';
 export { PostgresConnector, postgresCredentialKind } from './postgres.js';
-export { MysqlConnector, mysqlCredentialKind, checkMysql, mysqlPolicy } from './mysql/index.js';
+export { MysqlConnector, mysqlCredentialKind, mysqlPolicy } from './mysql/index.js';
 
 export class LiveRegistry {
   private readonly byTarget: ReadonlyMap<string, LiveConnector>;

@@ -6,21 +6,32 @@
  * behaves exactly like its HTTP operation: same auth, validation, rate limits, handlers, errors.
  */
 import { setMaxListeners } from 'node:events';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { Type } from 'typebox';
 import { ApiError } from '../errors.js';
 import { inProcessCall } from '../http/in-process.js';
 import { type App, ErrorSchema, errors } from '../routes/context.js';
-import { createMcpServer, MCP_SERVER_INFO } from './server.js';
 import { queryString, type ApiCaller } from './api.js';
 
-export { createMcpServer, MCP_SERVER_INFO };
 export { queryString, type ApiCall, type ApiCaller, type ApiResult } from './api.js';
-export { UNTRUSTED_NOTICE } from './render.js';
-export { isSourceError, runTool, UNTRUSTED_ERROR_NOTICE } from './run.js';
-export { TOOLS } from './tools.js';
 
 export const MCP_PATHS = ['/mcp', '/v1/mcp'] as const;
+
+interface McpParts {
+  readonly createMcpServer: typeof import('./server.js').createMcpServer;
+  readonly Transport: typeof import('@modelcontextprotocol/sdk/server/streamableHttp.js').StreamableHTTPServerTransport;
+}
+let parts: Promise<McpParts> | undefined;
+/**
+ * The SDK's server and transport and the tools, loaded on the first MCP request: a control plane
+ * no agent asks over MCP does not load them (about 0.3 s of CPU at every start).
+ */
+function mcpParts(): Promise<McpParts> {
+  parts ??= Promise.all([import('./server.js'), import('@modelcontextprotocol/sdk/server/streamableHttp.js')]).then(([server, http]) => ({
+    createMcpServer: server.createMcpServer,
+    Transport: http.StreamableHTTPServerTransport,
+  }));
+  return parts;
+}
 
 /**
  * Tool calls as in-process requests with the caller's key. `gone` aborts when the MCP client
@@ -67,13 +78,14 @@ export function mcpRoutes(app: App): void {
         },
       },
       async (req, reply) => {
+        const { createMcpServer, Transport } = await mcpParts();
         const authorization = req.headers.authorization ?? '';
         // the client leaving before its answer stops the tool calls it started
         const gone = new AbortController();
         // each call of a JSON-RPC batch (up to the transport's 100) follows it while it runs: not a leak
         setMaxListeners(0, gone.signal);
         const server = createMcpServer(injectCaller(app, authorization, req.ip, gone.signal));
-        const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+        const transport = new Transport({ sessionIdGenerator: undefined, enableJsonResponse: true });
         reply.hijack(); // the transport writes the response itself
         const onClose = (): void => {
           if (!reply.raw.writableFinished) gone.abort();

@@ -9,7 +9,7 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
-import { TOOLS } from '../../control-plane/mcp/index.js';
+import { TOOLS } from '../../control-plane/mcp/tools.js';
 import { hostedMcpClient } from '../helpers/mcp.js';
 import { api, signupAgent, startServer, type TestServer } from '../helpers/server.js';
 import { ensureDist, ROOT, SVC_JS } from '../cli/dist.js';

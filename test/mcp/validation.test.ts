@@ -9,7 +9,7 @@ import t from 'tap';
 import type { TapTest } from '../helpers/tap.js';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { TOOLS } from '../../control-plane/mcp/index.js';
+import { TOOLS } from '../../control-plane/mcp/tools.js';
 import { hostedMcpClient } from '../helpers/mcp.js';
 import { api, openConnection, signupAgent, startServer, type Agent, type TestServer } from '../helpers/server.js';
 

@@ -9,7 +9,7 @@
  * back; a connection goes back to the pool only after a clean ROLLBACK, never after a kill, a cap
  * reached mid-result, a wire-guard close or a connection error.
  */
-import mysql from 'mysql2';
+import type { Connection, ConnectionOptions, SslOptions } from 'mysql2';
 import type { ParsedScopes, Target } from '../../catalogue/index.js';
 import { checkDatabaseAddress, credentialRejected, databaseCredentialKind, databaseEndpoint, parseDatabaseUrl, scrub, type DatabaseOptions, type DatabaseUrl } from '../../credentials/database.js';
 import { RowCollector, uniqueColumnNames, type ColumnInfo, type ReadQueryResult } from '../../results/index.js';
@@ -25,7 +25,6 @@ import { mysqlCatalogSql, mysqlListing, mysqlScopedTables } from './schema.js';
 import { guardMysqlConnection, type ConnectionGuard, type MysqlConnectionLike, type WireTrip } from '../../../protocol/wire-guard.js';
 
 export { MYSQL_ALLOWED_FUNCTIONS } from './allowlists.js';
-export { checkMysql } from './check.js';
 export { mysqlPolicy } from './policy.js';
 
 const EXAMPLE = 'mysql://reader:password@db.example.com:3306/shop?sslmode=verify-full';
@@ -51,7 +50,7 @@ const MYSQL_DECIMAL = new Set([0, 246]);
 const MYSQL_LONGLONG = 8;
 const typeOid = (columnType: number | undefined): number => (columnType === undefined ? 0 : MYSQL_DECIMAL.has(columnType) ? 1700 : columnType === MYSQL_LONGLONG ? 20 : 0);
 
-function tlsFor(o: DatabaseOptions): mysql.SslOptions | undefined {
+function tlsFor(o: DatabaseOptions): SslOptions | undefined {
   switch (o.sslmode) {
     case 'disable':
     case 'prefer':
@@ -78,7 +77,7 @@ const REJECTED = new Set([1044, 1045, 1049, 1698, 1130, 1251]);
 const DENIED = new Set([1142, 1143, 1227, 1792, 1370]);
 const INTERRUPTED = new Set([1317, 1969, 3024, 1028]);
 
-type Conn = mysql.Connection;
+type Conn = Connection;
 
 const run1 = (c: Conn, sql: string): Promise<unknown> =>
   new Promise((resolve, reject) => {
@@ -163,7 +162,7 @@ export class MysqlConnector implements LiveConnector {
     const { url, options: opts, address } = await databaseEndpoint('mysql', ctx.credential, parseMysqlUrl, this.network);
     const deadline = Date.now() + ctx.limits.timeoutMs;
     const ssl = tlsFor(opts);
-    const settings = (): mysql.ConnectionOptions => ({
+    const settings = (): ConnectionOptions => ({
       // verify-full checks the certificate against the host name, so it connects by name (a
       // different answer from DNS cannot present that name's certificate); else the checked address
       host: opts.sslmode === 'verify-full' ? url.host : address,
@@ -192,7 +191,7 @@ export class MysqlConnector implements LiveConnector {
     const kill = (): void => {
       if (killing || threadId === null) return;
       killing = (async () => {
-        const k = guarded(mysql.createConnection({ ...settings(), connectTimeout: 3000 }));
+        const k = guarded((await mysqlDriver()).createConnection({ ...settings(), connectTimeout: 3000 }));
         k.on('error', () => undefined);
         try {
           await run1(k, `KILL QUERY ${Number(threadId)}`);
@@ -330,8 +329,15 @@ function guarded(c: Conn): Conn {
   return c;
 }
 
-async function connect(o: mysql.ConnectionOptions, secret: string, url: DatabaseUrl): Promise<Conn> {
-  const c = guarded(mysql.createConnection(o));
+let driver: Promise<typeof import('mysql2')> | undefined;
+/** mysql2, loaded on the first MySQL statement: a server that never reads MySQL does not load its ~80 modules */
+function mysqlDriver(): Promise<typeof import('mysql2')> {
+  driver ??= import('mysql2').then((m) => m.default);
+  return driver;
+}
+
+async function connect(o: ConnectionOptions, secret: string, url: DatabaseUrl): Promise<Conn> {
+  const c = guarded((await mysqlDriver()).createConnection(o));
   c.on('error', () => undefined); // a dropped connection surfaces as the failed query
   try {
     await new Promise<void>((resolve, reject) => c.connect((err) => (err ? reject(err) : resolve())));
