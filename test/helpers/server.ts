@@ -78,7 +78,24 @@ export async function demoImage(): Promise<Uint8Array> {
 async function copyStore(dataDir: string): Promise<void> {
   const state = path.join(dataDir, 'state');
   if (await exists(state)) return;
-  await fs.cp(await storeTemplateDir(), state, { recursive: true });
+  await copyTree(await storeTemplateDir(), state);
+}
+
+/**
+ * A copy of a directory of plain files and directories (the store template has nothing else).
+ * fs.cp does the same on several times the CPU (about 0.5 s for the store's ~1,000 files), which
+ * each test server paid.
+ */
+async function copyTree(from: string, to: string): Promise<void> {
+  await fs.mkdir(to);
+  const entries = await fs.readdir(from, { withFileTypes: true });
+  await Promise.all(
+    entries.map((e) => {
+      if (e.isDirectory()) return copyTree(path.join(from, e.name), path.join(to, e.name));
+      if (e.isFile()) return fs.copyFile(path.join(from, e.name), path.join(to, e.name));
+      throw new Error(`copyTree: ${path.join(from, e.name)} is neither a file nor a directory`);
+    }),
+  );
 }
 
 export async function tempDir(prefix = 'svc-test-'): Promise<string> {
