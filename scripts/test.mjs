@@ -14,6 +14,7 @@
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -160,6 +161,45 @@ export function tapArgs(args, { root = ROOT, cwd = process.env['INIT_CWD'] || pr
   return { files, argv };
 }
 
+/** the prefix of a run's temporary directory in memory: `svc-test-run-<pid of npm test>-…` */
+const RUN_PREFIX = 'svc-test-run-';
+/** room a run's temporary files may need at once: three test files, each with stores, engines and downloads */
+const MIN_FREE_BYTES = 2 * 1024 ** 3;
+
+const alive = (pid) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return err.code === 'EPERM';
+  }
+};
+
+/**
+ * Where the test processes (and all they start) keep their temporary files, given as their TMPDIR:
+ * SVC_TEST_TMPDIR if set, else a directory of this run in memory (/dev/shm) when the machine has
+ * one with room, else the OS temp dir (undefined: TMPDIR is left as it is). On a virtual disk the
+ * suite's file churn (a store of ~1,000 files copied for every test server, data directories made
+ * and removed) cost minutes of CPU in the kernel, and more the busier the disk was. Directories of
+ * earlier runs that were killed before removing theirs are removed.
+ */
+export function testTmpDir(env = process.env, shm = '/dev/shm') {
+  if (env['SVC_TEST_TMPDIR']) return { dir: env['SVC_TEST_TMPDIR'], own: false };
+  try {
+    if (!fs.statSync(shm).isDirectory()) return undefined;
+    fs.accessSync(shm, fs.constants.W_OK);
+    const room = fs.statfsSync(shm);
+    if (room.bavail * room.bsize < MIN_FREE_BYTES) return undefined;
+    for (const name of fs.readdirSync(shm)) {
+      const pid = Number(/^svc-test-run-(\d+)-/.exec(name)?.[1]);
+      if (pid > 0 && pid !== process.pid && !alive(pid)) fs.rmSync(path.join(shm, name), { recursive: true, force: true });
+    }
+    return { dir: fs.mkdtempSync(path.join(shm, `${RUN_PREFIX}${process.pid}-`)), own: true };
+  } catch {
+    return undefined;
+  }
+}
+
 function main() {
   let tap;
   try {
@@ -168,6 +208,18 @@ function main() {
     process.stderr.write(`npm test: ${err.message}\n`);
     return 1;
   }
+  // the test cache stays where it was (kept between runs); everything else goes to the run's dir
+  process.env['TEST_CACHE_DIR'] ??= path.join(os.tmpdir(), 'svc-test-cache');
+  const tmp = testTmpDir();
+  if (tmp) process.env['TMPDIR'] = tmp.dir;
+  try {
+    return suite(tap);
+  } finally {
+    if (tmp?.own) fs.rmSync(tmp.dir, { recursive: true, force: true });
+  }
+}
+
+function suite(tap) {
   let status = compile();
   if (status !== 0) {
     process.stderr.write('npm test: the sources or the tests do not compile (above); no test was run\n');

@@ -1,7 +1,7 @@
 /**
  * `npm test` itself (scripts/test.mjs, docs/testing.md): which arguments are test files and what
  * runs for them, which compiled files are stale or missing, and where the tests find the
- * repository (test/helpers/root.ts). Small trees in a temporary folder; nothing is compiled.
+ * repository (test/helpers/root.ts), and where the test processes keep their temporary files. Small trees in a temporary folder; nothing is compiled.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -14,6 +14,7 @@ interface TestScript {
   tapArgs(args: readonly string[], where?: { root?: string; cwd?: string }): { files: boolean; argv: string[] };
   staleOutputs(root?: string): string[];
   missingOutputs(root?: string): string[];
+  testTmpDir(env: Record<string, string | undefined>, shm: string): { dir: string; own: boolean } | undefined;
 }
 
 // loaded from the repository (it finds the repository beside itself), not compiled with the tests
@@ -91,4 +92,25 @@ t.test('the repository root, from the sources and from the compiled tests', asyn
   const root = tree(t, { 'package.json': '{}', '.test-build/package.json': '{}', '.test-build/test/helpers/x': '', 'test/helpers/x': '' });
   t.equal(findRoot(path.join(root, '.test-build/test/helpers')), root);
   t.equal(findRoot(path.join(root, 'test/helpers')), root);
+});
+
+t.test("the tests' temporary files: a directory of the run in memory, earlier killed runs' removed", async (t) => {
+  const shm = tree(t, { 'keep/x': '' });
+  // a run killed before removing its directory: a pid that cannot be alive (above pid_max)
+  fs.mkdirSync(path.join(shm, 'svc-test-run-99999999-abc'));
+  fs.writeFileSync(path.join(shm, 'svc-test-run-99999999-abc', 'store'), 'x');
+  // a run still going: this process
+  fs.mkdirSync(path.join(shm, `svc-test-run-${process.ppid}-def`));
+  const got = script.testTmpDir({}, shm);
+  t.ok(got?.own, 'a directory of its own');
+  t.equal(path.dirname(got?.dir ?? ''), shm);
+  t.match(path.basename(got?.dir ?? ''), new RegExp(`^svc-test-run-${process.pid}-`), 'named by the pid of the run');
+  t.ok(fs.statSync(got?.dir ?? '').isDirectory());
+  t.notOk(fs.existsSync(path.join(shm, 'svc-test-run-99999999-abc')), "a dead run's directory is removed");
+  t.ok(fs.existsSync(path.join(shm, `svc-test-run-${process.ppid}-def`)), "a live run's is not");
+  t.ok(fs.existsSync(path.join(shm, 'keep/x')), 'nor anything else');
+
+  t.same(script.testTmpDir({ SVC_TEST_TMPDIR: '/somewhere' }, shm), { dir: '/somewhere', own: false }, 'SVC_TEST_TMPDIR decides');
+  t.equal(script.testTmpDir({}, path.join(shm, 'nope')), undefined, 'no such directory: the OS temp dir');
+  t.equal(script.testTmpDir({}, path.join(shm, 'keep/x')), undefined, 'not a directory: the OS temp dir');
 });
