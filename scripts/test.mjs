@@ -177,14 +177,14 @@ const alive = (pid) => {
 
 /**
  * Where the test processes (and all they start) keep their temporary files, given as their TMPDIR:
- * SVC_TEST_TMPDIR if set, else a directory of this run in memory (/dev/shm) when the machine has
+ * TEST_TMPDIR if set, else a directory of this run in memory (/dev/shm) when the machine has
  * one with room, else the OS temp dir (undefined: TMPDIR is left as it is). On a virtual disk the
  * suite's file churn (a store of ~1,000 files copied for every test server, data directories made
  * and removed) cost minutes of CPU in the kernel, and more the busier the disk was. Directories of
  * earlier runs that were killed before removing theirs are removed.
  */
 export function testTmpDir(env = process.env, shm = '/dev/shm') {
-  if (env['SVC_TEST_TMPDIR']) return { dir: env['SVC_TEST_TMPDIR'], own: false };
+  if (env['TEST_TMPDIR']) return { dir: env['TEST_TMPDIR'], own: false };
   try {
     if (!fs.statSync(shm).isDirectory()) return undefined;
     fs.accessSync(shm, fs.constants.W_OK);

@@ -110,7 +110,7 @@ t.test("the tests' temporary files: a directory of the run in memory, earlier ki
   t.ok(fs.existsSync(path.join(shm, `svc-test-run-${process.ppid}-def`)), "a live run's is not");
   t.ok(fs.existsSync(path.join(shm, 'keep/x')), 'nor anything else');
 
-  t.same(script.testTmpDir({ SVC_TEST_TMPDIR: '/somewhere' }, shm), { dir: '/somewhere', own: false }, 'SVC_TEST_TMPDIR decides');
+  t.same(script.testTmpDir({ TEST_TMPDIR: '/somewhere' }, shm), { dir: '/somewhere', own: false }, 'TEST_TMPDIR decides');
   t.equal(script.testTmpDir({}, path.join(shm, 'nope')), undefined, 'no such directory: the OS temp dir');
   t.equal(script.testTmpDir({}, path.join(shm, 'keep/x')), undefined, 'not a directory: the OS temp dir');
 });
