@@ -99,36 +99,6 @@ export interface SvcApp {
 
 export async function buildApp(config: Config, options: BuildOptions = {}): Promise<SvcApp> {
   const catalogue = new Catalogue();
-  // warnings and progress from parts started before the logger exists are kept, then logged once it does
-  type Fields = Readonly<Record<string, unknown>>;
-  const early: { readonly level: 'warn' | 'info'; readonly message: string; readonly fields?: Fields }[] = [];
-  let warn = (message: string): void => void early.push({ level: 'warn', message });
-  let info = (message: string, fields?: Fields): void => void early.push({ level: 'info', message, ...(fields ? { fields } : {}) });
-  const [store] = await Promise.all([
-    openStore({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, ...(options.storeTemplate ? { template: options.storeTemplate } : {}), warn: (m) => warn(m) }),
-    initSqlParser(),
-  ]);
-
-  let demoEngine: DemoEngine | undefined;
-  let demoStarted: Promise<DemoEngine> | undefined;
-  const demoReady = (): Promise<DemoEngine> => {
-    if (!demoStarted) {
-      demoStarted = startDemoEngine({
-        demoDatabaseUrl: config.demoDatabaseUrl,
-        dataDir: config.dataDir,
-        workers: config.demoWorkers,
-        datasets: catalogue.datasets,
-        ...(options.demoImage ? { image: options.demoImage } : {}),
-        warn: (m) => warn(m),
-        info: (m, fields) => info(m, fields),
-      }).then((e) => (demoEngine = e));
-      demoStarted.catch(() => undefined); // reported to queries that wait for it, and at close
-    }
-    return demoStarted;
-  };
-  if (options.demo !== 'lazy') void demoReady();
-  if (options.awaitDemo) await demoReady();
-
   const app: App = Fastify({
     logger:
       config.logLevel === 'silent'
@@ -153,9 +123,39 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     // statement still running failed with AVV_ERR_READY_TIMEOUT and closed nothing after it
     pluginTimeout: closeDrainMs(config) + CLOSE_HOOKS_GRACE_MS,
   }).withTypeProvider<TypeBoxTypeProvider>();
-  warn = (message) => app.log.warn(message);
-  info = (message, fields) => app.log.info(fields ?? {}, message);
-  for (const m of early.splice(0)) (m.level === 'warn' ? warn : info)(m.message, m.fields);
+  type Fields = Readonly<Record<string, unknown>>;
+  const warn = (message: string): void => app.log.warn(message);
+  const info = (message: string, fields?: Fields): void => app.log.info(fields ?? {}, message);
+
+  // the logger first: opening a new embedded store (made and migrated on a first start) takes
+  // seconds, tens of them on a loaded machine, and the operator should see what is going on
+  const opening = Date.now();
+  info(config.databaseUrl ? 'opening the store (PostgreSQL)' : 'opening the store (embedded; made and migrated on a first start)', config.databaseUrl ? {} : { data_dir: config.dataDir });
+  const [store] = await Promise.all([
+    openStore({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, ...(options.storeTemplate ? { template: options.storeTemplate } : {}), warn: (m) => warn(m) }),
+    initSqlParser(),
+  ]);
+  info('store open', { ms: Date.now() - opening });
+
+  let demoEngine: DemoEngine | undefined;
+  let demoStarted: Promise<DemoEngine> | undefined;
+  const demoReady = (): Promise<DemoEngine> => {
+    if (!demoStarted) {
+      demoStarted = startDemoEngine({
+        demoDatabaseUrl: config.demoDatabaseUrl,
+        dataDir: config.dataDir,
+        workers: config.demoWorkers,
+        datasets: catalogue.datasets,
+        ...(options.demoImage ? { image: options.demoImage } : {}),
+        warn: (m) => warn(m),
+        info: (m, fields) => info(m, fields),
+      }).then((e) => (demoEngine = e));
+      demoStarted.catch(() => undefined); // reported to queries that wait for it, and at close
+    }
+    return demoStarted;
+  };
+  if (options.demo !== 'lazy') void demoReady();
+  if (options.awaitDemo) await demoReady();
 
   // closing: new requests get the contract's 503; running queries are waited for
   let closing = false;

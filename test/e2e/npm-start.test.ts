@@ -66,4 +66,8 @@ t.test('SIGTERM to npm start reaches the control plane, which shuts down and exi
   while (alive(pid) && Date.now() < until) await new Promise((res) => setTimeout(res, 100));
   t.notOk(alive(pid), `the control plane (pid ${pid}) exited after npm start got SIGTERM`);
   t.match(out, /"signal":"SIGTERM","msg":"shutting down"/, 'it shut down gracefully on the signal');
+  // the operator sees the store being opened before anything else is done (README.md)
+  const messages = out.split('\n').flatMap((l) => /"msg":"([^"]*)"/.exec(l)?.[1] ?? []);
+  t.match(messages[0], /^opening the store \(embedded/, 'the first line says the store is being opened');
+  t.ok(messages.indexOf('store open') > 0 && messages.indexOf('store open') < messages.indexOf('svc control plane ready'), 'then that it is open, before ready');
 });
