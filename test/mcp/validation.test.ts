@@ -10,7 +10,7 @@ import type { TapTest } from '../helpers/tap.js';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { TOOLS } from '../../control-plane/mcp/tools.js';
-import { hostedMcpClient } from '../helpers/mcp.js';
+import { hostedMcpClient, MCP_HEADERS, queryEvents, toolCall } from '../helpers/mcp.js';
 import { api, openConnection, signupAgent, startServer, type Agent, type TestServer } from '../helpers/server.js';
 
 type Json = Record<string, unknown>;
@@ -102,4 +102,20 @@ t.test('each advertised input schema is what is enforced: no other arguments', a
   const query = tools.find((x) => x.name === 'query');
   t.same(Object.keys(query?.inputSchema.properties ?? {}).sort(), ['connection_id', 'sql']);
   t.same([...(query?.inputSchema.required ?? [])].sort(), ['connection_id', 'sql']);
+});
+
+t.test('a call asking to run as a task (this server declares no tasks capability) is a JSON-RPC error, and nothing runs', async (t) => {
+  const conn = await openConnection(srv.url, agent.key, 'demo-healthcare', ['read:encounters']);
+  const request = toolCall(7, 'query', { connection_id: conn, sql: 'SELECT count(*) FROM encounters' });
+  const r = await api<{ id: number; error?: { code: number; message: string }; result?: unknown }>(srv.url, 'POST', '/mcp', {
+    key: agent.key,
+    body: { ...request, params: { ...(request['params'] as Json), task: { ttl: 60_000 } } },
+    headers: MCP_HEADERS,
+  });
+  t.equal(r.status, 200);
+  // the SDK refuses it before our handler, as the server declares no tasks capability
+  t.type(r.body.error?.code, 'number', r.text);
+  t.match(r.body.error?.message, /does not support task/);
+  t.equal(r.body.result, undefined);
+  t.same(await queryEvents(srv.url, conn, agent.key), [], 'the statement never ran: no query event, no charge');
 });
