@@ -111,8 +111,9 @@ export function registerErrorHandling(app: FastifyInstance, answerFirst?: (req: 
     if (api.status >= 500) {
       // an answer the code chose (a relay without its tunnel, a source that cannot be reached) is
       // a warning with its code, no stack (its message can quote the source); anything else is an
-      // error with its stack
-      if (isApiError(error)) req.log.warn({ code: api.code, status: api.status }, 'request answered with a server-side error');
+      // error with its stack, internal_error included: the code answers it for a failure of ours
+      // it did not expect (query/engine.ts translate), and its messages are ours
+      if (isApiError(error) && api.code !== 'internal_error') req.log.warn({ code: api.code, status: api.status }, 'request answered with a server-side error');
       else req.log.error({ err: { message: error.message, code: error.code, stack: error.stack } }, 'request failed');
     }
     // sent here, not returned: an async error handler's returned reply would be sent again

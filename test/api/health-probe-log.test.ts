@@ -2,7 +2,8 @@
  * GET /healthz is probed every few seconds by load balancers: at LOG_LEVEL=info it writes no log
  * line (fastify's request lines are not written for it), at debug one line per probe; other
  * requests are logged as before. A server-side answer the code chose (503 relay_unavailable) is
- * one warning with its code, without a stack or the message.
+ * one warning with its code, without a stack or the message; an internal_error (a failure of ours
+ * the code caught and answered) stays an error with its stack.
  */
 import { PassThrough } from 'node:stream';
 import t from 'tap';
@@ -58,4 +59,26 @@ t.test('a relay without its tunnel: 503 logged as a warning with its code, no st
   t.same(about.map((l) => [l.level, l.msg, l.code]), [[40, 'request answered with a server-side error', 'relay_unavailable']], 'one warning, with the code');
   t.notOk(about.some((l) => l.err !== undefined), 'no error object, so no stack');
   t.notMatch(lines.join('\n'), /has no live tunnel/, 'the message (which may quote a source) is not logged');
+});
+
+t.test('an internal_error the code answers (a failure of ours) stays an error, with its stack', async (t) => {
+  const logs = new PassThrough();
+  const lines: string[] = [];
+  logs.on('data', (chunk: Buffer) => lines.push(...chunk.toString('utf8').split('\n').filter(Boolean)));
+  const srv = await startServer({ env: { LOG_LEVEL: 'info' }, logStream: logs });
+  t.teardown(() => srv.close());
+  const a = await signupAgent(srv.url);
+  const conn = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:encounters']);
+  // the connection's target gone from the catalogue: runQuery answers internal_error (500)
+  const catalogue = srv.svc.services.catalogue;
+  const target = catalogue.target.bind(catalogue);
+  catalogue.target = (id: string) => (id === 'demo-healthcare' ? undefined : target(id));
+  const r = await api<{ error: { code: string; request_id: string } }>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: 'SELECT 1 FROM encounters' } });
+  t.equal(r.status, 500);
+  t.equal(r.body.error.code, 'internal_error');
+  await new Promise((res) => setTimeout(res, 100)); // log lines are written asynchronously
+  const parsed = lines.map((l) => JSON.parse(l) as { level: number; msg: string; reqId?: string; err?: { stack?: string } });
+  const about = parsed.filter((l) => l.reqId === r.body.error.request_id && l.level >= 40);
+  t.same(about.map((l) => [l.level, l.msg]), [[50, 'request failed']], 'one error, not a warning');
+  t.match(about[0]?.err?.stack, /ApiError/, 'with its stack');
 });
