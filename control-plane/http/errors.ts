@@ -21,6 +21,7 @@ export function sendError(reply: FastifyReply, req: FastifyRequest, err: ApiErro
 
 interface ValidationIssue {
   instancePath?: string;
+  schemaPath?: string;
   message?: string;
   keyword?: string;
   params?: Record<string, unknown>;
@@ -33,16 +34,46 @@ function fieldOf(issue: ValidationIssue, context: string | undefined): string {
   return field || (context ?? 'body');
 }
 
+/** the values a `const` or `enum` issue names */
+function valuesOf(issue: ValidationIssue): unknown[] {
+  if (issue.keyword === 'enum') return Array.isArray(issue.params?.['allowedValues']) ? (issue.params['allowedValues'] as unknown[]) : [];
+  return issue.params && 'allowedValue' in issue.params ? [issue.params['allowedValue']] : [];
+}
+
+const UNION = /\/(?:anyOf|oneOf)\//;
+
 /**
  * The values a field may take when the issue is that it is none of them: an `enum` names them all,
- * a union of literals (`anyOf` of `const`s) gives one issue per literal at the same place.
+ * a union of literals (`anyOf` of `const`s) gives one issue per literal at the same place. Only
+ * when they are all it takes: a literal in a union beside another type (a number), or in one of
+ * the object shapes a union takes, names nothing (the field takes more than those values).
  */
 function allowedValues(issues: ValidationIssue[], issue: ValidationIssue): unknown[] | undefined {
-  if (issue.keyword === 'enum' && Array.isArray(issue.params?.['allowedValues'])) return issue.params['allowedValues'] as unknown[];
-  if (issue.keyword !== 'const') return undefined;
-  const values = issues
-    .filter((i) => i.keyword === 'const' && i.instancePath === issue.instancePath && i.params && 'allowedValue' in i.params)
-    .map((i) => i.params?.['allowedValue']);
+  if (issue.keyword !== 'enum' && issue.keyword !== 'const') return undefined;
+  const at = (issue.schemaPath ?? '').replace(/\/(?:const|enum)$/, '');
+  const union = /^(.*\/anyOf)\/\d+$/.exec(at)?.[1];
+  if (union === undefined) {
+    // a literal or enum within one branch of a union (e.g. one object shape of several)
+    if (UNION.test(at)) return undefined;
+    const values = valuesOf(issue);
+    return values.length > 0 ? values : undefined;
+  }
+  if (UNION.test(union)) return undefined;
+  // every branch of the union failed at this value on its literal (a TypeBox Literal has a type beside its const)
+  const branches = new Map<string, ValidationIssue[]>();
+  for (const i of issues) {
+    const path = i.schemaPath ?? '';
+    if (!path.startsWith(`${union}/`)) continue;
+    const branch = /^\/(\d+)\/(?:const|enum|type)$/.exec(path.slice(union.length))?.[1];
+    if (branch === undefined || i.instancePath !== issue.instancePath) return undefined;
+    branches.set(branch, [...(branches.get(branch) ?? []), i]);
+  }
+  const values: unknown[] = [];
+  for (const failed of branches.values()) {
+    const literal = failed.filter((i) => i.keyword === 'const' || i.keyword === 'enum');
+    if (literal.length === 0) return undefined;
+    values.push(...literal.flatMap(valuesOf));
+  }
   return values.length > 0 ? values : undefined;
 }
 
