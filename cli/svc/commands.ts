@@ -53,10 +53,14 @@ export async function main(argv: string[], io: Io, env: NodeJS.ProcessEnv = proc
     await program.parseAsync(argv, { from: 'user' });
   } catch (err) {
     if (err instanceof CommanderError) {
-      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help') return EXIT.ok;
+      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version') return EXIT.ok;
+      // the help asked for (svc help); without a command (svc --json, svc audit) commander shows
+      // it on stderr as an error: a usage error, as `svc` alone is
+      if (err.code === 'commander.help' && err.exitCode === 0) return EXIT.ok;
+      const message = err.code === 'commander.help' ? 'no command given: the help on stderr lists the commands' : err.message.replace(/^error: /, '');
       // commander has said it on stderr; --json (before any `--`) gets it on stdout too
       const end = argv.indexOf('--');
-      if ((end === -1 ? argv : argv.slice(0, end)).includes('--json')) io.out(`${JSON.stringify(localError('usage_error', err.message.replace(/^error: /, '')))}\n`);
+      if ((end === -1 ? argv : argv.slice(0, end)).includes('--json')) io.out(`${JSON.stringify(localError('usage_error', message))}\n`);
       return EXIT.usage;
     }
     throw err;

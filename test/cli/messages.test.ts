@@ -103,6 +103,16 @@ t.test('--json: a failure found before any request is a JSON error body on stdou
   t.equal(afterDashes.code, 2);
   t.equal(afterDashes.stdout, '', 'a --json after -- is an argument, not the option');
 
+  // no command (the help goes to stderr): a usage error, as `svc` alone is, not exit 0 with nothing on stdout
+  for (const args of [['--json'], ['audit', '--json'], ['--json', 'help', 'no-such-command']]) {
+    const none = await svc(args);
+    t.equal(none.code, 2, `svc ${args.join(' ')}`);
+    t.equal(parse(none).error['code'], 'usage_error', `svc ${args.join(' ')}`);
+    t.match(none.stderr, /Usage: svc/, 'the help is on stderr');
+  }
+  t.equal((await svc(['audit'])).code, 2, 'without --json too');
+  t.equal((await svc(['help'])).code, 0, 'help asked for is no failure');
+
   const badUrl = await svc(['connections', '--json', '--base-url', 'ftp://x']);
   t.equal(badUrl.code, 2);
   t.equal(parse(badUrl).error['code'], 'usage_error');
