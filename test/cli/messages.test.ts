@@ -2,7 +2,7 @@
  * `svc` messages and output (issue #16, "Messages and surfaces"), the compiled CLI against a real
  * server: a refused statement (invalid_sql) ends with a `next:` line fitting its reason, and
  * `svc target` lists each table's columns without --json; with --json, a failure found before any
- * request is an error body on stdout too.
+ * request is an error body on stdout too, as is an output file it cannot write (exit 2).
  */
 import fs from 'node:fs';
 import http from 'node:http';
@@ -143,4 +143,15 @@ t.test('--json: a failure found before any request is a JSON error body on stdou
   t.equal(api.code, 4);
   t.equal(parse(api).error['code'], 'not_found');
   t.type(parse(api).error['request_id'], 'string', "an API error is the API's own body");
+});
+
+t.test('an output file svc cannot write is a usage error (exit 2) with a JSON body under --json, not an internal error', async (t) => {
+  const conn = await openConnection(session.srv.url, agent.key, 'demo-healthcare', ['read:encounters']);
+  const out = path.join(session.dir, 'no-such-folder', 'audit.jsonl');
+  const r = await svc(['audit', 'export', conn, '-o', out, '--json']);
+  t.equal(r.code, 2, r.stderr);
+  t.notMatch(r.stderr, /internal error/);
+  t.match(r.stderr, /cannot write/);
+  const body = JSON.parse(r.stdout) as { error: Record<string, unknown> };
+  t.equal(body.error['code'], 'usage_error');
 });

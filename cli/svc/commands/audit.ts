@@ -78,7 +78,12 @@ export function registerAuditCommands(program: Command, kit: CommandKit): void {
         const r = await withSpinner(kit.io, 'exporting', () => request(c.client, tool('export_audit')({ connection_id: id })));
         const count = r.text.split('\n').filter(Boolean).length;
         if (o.output !== undefined) {
-          fs.writeFileSync(o.output, r.text);
+          try {
+            fs.writeFileSync(o.output, r.text);
+          } catch (err) {
+            // as an unreadable --offline file is: the user's path, not a failure of the server
+            throw new CliFailure(EXIT.usage, `cannot write ${o.output}: ${(err as Error).message}`);
+          }
           kit.show(c, { connection_id: id, events: count, file: o.output }, () => `${count} event(s) written to ${o.output}\nverify offline: svc audit verify --offline ${o.output}\n`);
         } else kit.io.out(r.text);
       }),
