@@ -279,7 +279,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   registerAuth(app, services.keys);
   registerRateLimits(app, { perKeyPerSecond: config.rateLimitPerKey, signupsPerMinute: config.signupRateLimit }, store);
   openApiRoutes(app, services); // collects every route registered after it: keep it before the route plugins
-  mcpRoutes(app);
+  mcpRoutes(app, () => closing);
   accountRoutes(app, services);
   catalogueRoutes(app, services);
   connectionRoutes(app, services);

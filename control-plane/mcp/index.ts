@@ -63,7 +63,11 @@ function injectCaller(app: App, authorization: string, remoteAddress: string, go
   };
 }
 
-export function mcpRoutes(app: App): void {
+/**
+ * `closing`: whether the app is closing (app.ts). An answer sent then ends its keep-alive socket;
+ * the MCP transport writes its answer itself, past the onSend hook that says so for the others.
+ */
+export function mcpRoutes(app: App, closing: () => boolean): void {
   for (const url of MCP_PATHS) {
     app.post(
       url,
@@ -87,6 +91,15 @@ export function mcpRoutes(app: App): void {
         const server = createMcpServer(injectCaller(app, authorization, req.ip, gone.signal));
         const transport = new Transport({ sessionIdGenerator: undefined, enableJsonResponse: true });
         reply.hijack(); // the transport writes the response itself
+        // an answer written once the server stopped accepting is not ended by Node as idle: without
+        // this its socket kept the close waiting for its keep-alive timeout (72 s), e.g. a first
+        // POST /mcp that was still loading the SDK when the close began
+        const raw = reply.raw;
+        const writeHead = raw.writeHead.bind(raw) as (...args: unknown[]) => typeof raw;
+        raw.writeHead = ((...args: unknown[]) => {
+          if (closing()) raw.setHeader('connection', 'close');
+          return writeHead(...args);
+        }) as typeof raw.writeHead;
         const onClose = (): void => {
           if (!reply.raw.writableFinished) gone.abort();
           void transport.close();
