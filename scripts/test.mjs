@@ -181,7 +181,7 @@ const alive = (pid) => {
  * one with room, else the OS temp dir (undefined: TMPDIR is left as it is). On a virtual disk the
  * suite's file churn (a store of ~1,000 files copied for every test server, data directories made
  * and removed) cost minutes of CPU in the kernel, and more the busier the disk was. Directories of
- * earlier runs that were killed before removing theirs are removed.
+ * earlier runs of this user that were killed before removing theirs are removed.
  */
 export function testTmpDir(env = process.env, shm = '/dev/shm') {
   if (env['TEST_TMPDIR']) return { dir: env['TEST_TMPDIR'], own: false };
@@ -191,8 +191,13 @@ export function testTmpDir(env = process.env, shm = '/dev/shm') {
     const room = fs.statfsSync(shm);
     if (room.bavail * room.bsize < MIN_FREE_BYTES) return undefined;
     for (const name of fs.readdirSync(shm)) {
-      const pid = Number(/^svc-test-run-(\d+)-/.exec(name)?.[1]);
-      if (pid > 0 && pid !== process.pid && !alive(pid)) fs.rmSync(path.join(shm, name), { recursive: true, force: true });
+      // only what a run of this user made: mkdtemp's name (six characters after the pid), a real
+      // directory, this user's (another user's run may be alive in a PID namespace not seen here,
+      // and root must not walk into a tree another user can change beneath it)
+      const pid = Number(/^svc-test-run-(\d+)-[A-Za-z0-9]{6}$/.exec(name)?.[1]);
+      if (!(pid > 0) || pid === process.pid || alive(pid)) continue;
+      const stat = fs.lstatSync(path.join(shm, name), { throwIfNoEntry: false });
+      if (stat?.isDirectory() && stat.uid === process.getuid?.()) fs.rmSync(path.join(shm, name), { recursive: true, force: true });
     }
     return { dir: fs.mkdtempSync(path.join(shm, `${RUN_PREFIX}${process.pid}-`)), own: true };
   } catch {

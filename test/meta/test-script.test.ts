@@ -97,20 +97,47 @@ t.test('the repository root, from the sources and from the compiled tests', asyn
 t.test("the tests' temporary files: a directory of the run in memory, earlier killed runs' removed", async (t) => {
   const shm = tree(t, { 'keep/x': '' });
   // a run killed before removing its directory: a pid that cannot be alive (above pid_max)
-  fs.mkdirSync(path.join(shm, 'svc-test-run-99999999-abc'));
-  fs.writeFileSync(path.join(shm, 'svc-test-run-99999999-abc', 'store'), 'x');
+  fs.mkdirSync(path.join(shm, 'svc-test-run-99999999-abcdef'));
+  fs.writeFileSync(path.join(shm, 'svc-test-run-99999999-abcdef', 'store'), 'x');
   // a run still going: this process
-  fs.mkdirSync(path.join(shm, `svc-test-run-${process.ppid}-def`));
+  fs.mkdirSync(path.join(shm, `svc-test-run-${process.ppid}-def123`));
   const got = script.testTmpDir({}, shm);
   t.ok(got?.own, 'a directory of its own');
   t.equal(path.dirname(got?.dir ?? ''), shm);
   t.match(path.basename(got?.dir ?? ''), new RegExp(`^svc-test-run-${process.pid}-`), 'named by the pid of the run');
   t.ok(fs.statSync(got?.dir ?? '').isDirectory());
-  t.notOk(fs.existsSync(path.join(shm, 'svc-test-run-99999999-abc')), "a dead run's directory is removed");
-  t.ok(fs.existsSync(path.join(shm, `svc-test-run-${process.ppid}-def`)), "a live run's is not");
+  t.notOk(fs.existsSync(path.join(shm, 'svc-test-run-99999999-abcdef')), "a dead run's directory is removed");
+  t.ok(fs.existsSync(path.join(shm, `svc-test-run-${process.ppid}-def123`)), "a live run's is not");
   t.ok(fs.existsSync(path.join(shm, 'keep/x')), 'nor anything else');
 
   t.same(script.testTmpDir({ TEST_TMPDIR: '/somewhere' }, shm), { dir: '/somewhere', own: false }, 'TEST_TMPDIR decides');
   t.equal(script.testTmpDir({}, path.join(shm, 'nope')), undefined, 'no such directory: the OS temp dir');
   t.equal(script.testTmpDir({}, path.join(shm, 'keep/x')), undefined, 'not a directory: the OS temp dir');
+});
+
+t.test("a dead run's directory is removed only when a run of this user made it", async (t) => {
+  const shm = tree(t, { 'elsewhere/keep': '' });
+  const dead = 'svc-test-run-99999999-';
+  const there = (name: string): boolean => fs.existsSync(path.join(shm, name));
+  // this user's, named as mkdtemp names a run's: removed
+  fs.mkdirSync(path.join(shm, `${dead}AbC123`));
+  // a folder whose name merely starts like a run's
+  fs.mkdirSync(path.join(shm, `${dead}my-notes`));
+  fs.writeFileSync(path.join(shm, `${dead}my-notes`, 'notes.txt'), 'mine');
+  // a symlink named like a run's directory
+  fs.symlinkSync(path.join(shm, 'elsewhere'), path.join(shm, `${dead}Lnk123`));
+  // another user's (its run may be alive in another PID namespace sharing the folder: a pid that is
+  // not alive here says nothing of it); making one needs root
+  const root = process.getuid?.() === 0;
+  if (root) {
+    fs.mkdirSync(path.join(shm, `${dead}Oth123`));
+    fs.chownSync(path.join(shm, `${dead}Oth123`), 65534, 65534);
+  }
+  const got = script.testTmpDir({}, shm);
+  t.ok(got?.own);
+  t.notOk(there(`${dead}AbC123`), "this user's dead run's directory is removed");
+  t.ok(there(`${dead}my-notes/notes.txt`), 'a folder that only starts like a run’s is not');
+  t.ok(fs.readdirSync(shm).includes(`${dead}Lnk123`), 'nor a symlink');
+  t.ok(there('elsewhere/keep'), 'nor what it points to');
+  if (root) t.ok(there(`${dead}Oth123`), "nor another user's directory");
 });
