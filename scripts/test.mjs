@@ -178,10 +178,11 @@ const alive = (pid) => {
 /**
  * Where the test processes (and all they start) keep their temporary files, given as their TMPDIR:
  * TEST_TMPDIR if set, else a directory of this run in memory (/dev/shm) when the machine has
- * one with room, else the OS temp dir (undefined: TMPDIR is left as it is). On a virtual disk the
- * suite's file churn (a store of ~1,000 files copied for every test server, data directories made
- * and removed) cost minutes of CPU in the kernel, and more the busier the disk was. Directories of
- * earlier runs of this user that were killed before removing theirs are removed.
+ * one with room where programs may run (not mounted noexec), else the OS temp dir (undefined:
+ * TMPDIR is left as it is). On a virtual disk the suite's file churn (a store of ~1,000 files
+ * copied for every test server, data directories made and removed) cost minutes of CPU in the
+ * kernel, and more the busier the disk was. Directories of earlier runs of this user that were
+ * killed before removing theirs are removed.
  */
 export function testTmpDir(env = process.env, shm = '/dev/shm') {
   if (env['TEST_TMPDIR']) return { dir: env['TEST_TMPDIR'], own: false };
@@ -199,7 +200,20 @@ export function testTmpDir(env = process.env, shm = '/dev/shm') {
       const stat = fs.lstatSync(path.join(shm, name), { throwIfNoEntry: false });
       if (stat?.isDirectory() && stat.uid === process.getuid?.()) fs.rmSync(path.join(shm, name), { recursive: true, force: true });
     }
-    return { dir: fs.mkdtempSync(path.join(shm, `${RUN_PREFIX}${process.pid}-`)), own: true };
+    const dir = fs.mkdtempSync(path.join(shm, `${RUN_PREFIX}${process.pid}-`));
+    // tests run programs they write there (an installed svc-relay): not in a folder mounted
+    // noexec, as Docker mounts /dev/shm
+    try {
+      const probe = path.join(dir, 'exec-probe');
+      fs.writeFileSync(probe, '');
+      fs.chmodSync(probe, 0o700);
+      fs.accessSync(probe, fs.constants.X_OK);
+      fs.rmSync(probe);
+    } catch {
+      fs.rmSync(dir, { recursive: true, force: true });
+      return undefined;
+    }
+    return { dir, own: true };
   } catch {
     return undefined;
   }

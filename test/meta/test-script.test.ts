@@ -3,7 +3,9 @@
  * runs for them, which compiled files are stale or missing, and where the tests find the
  * repository (test/helpers/root.ts), and where the test processes keep their temporary files. Small trees in a temporary folder; nothing is compiled.
  */
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import t, { type Test } from 'tap';
@@ -140,4 +142,18 @@ t.test("a dead run's directory is removed only when a run of this user made it",
   t.ok(fs.readdirSync(shm).includes(`${dead}Lnk123`), 'nor a symlink');
   t.ok(there('elsewhere/keep'), 'nor what it points to');
   if (root) t.ok(there(`${dead}Oth123`), "nor another user's directory");
+});
+
+t.test('a memory folder mounted noexec (as Docker mounts /dev/shm) is not used: tests run programs they write there', async (t) => {
+  const shm = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-test-script-noexec-'));
+  // a noexec tmpfs of its own; mounting needs root (and a machine that lets it); unmounted before the folder is removed
+  const mounted = process.getuid?.() === 0 && spawnSync('mount', ['-t', 'tmpfs', '-o', 'noexec,size=3g', 'tmpfs', shm]).status === 0;
+  t.teardown(() => {
+    if (mounted) spawnSync('umount', [shm]);
+    fs.rmSync(shm, { recursive: true, force: true });
+  });
+  if (!mounted) return t.skip('cannot mount a noexec tmpfs here (needs root)', () => undefined);
+  const got = script.testTmpDir({}, shm);
+  t.equal(got, undefined, 'the OS temp dir instead');
+  t.same(fs.readdirSync(shm), [], 'nothing left in it');
 });
