@@ -148,8 +148,10 @@ export async function request(o: ClientOptions, call: ApiCall): Promise<ApiResul
     throw new CliFailure(EXIT.server, `cannot reach the svc API at ${o.baseUrl} (${why}); is the server running? set --base-url or SVC_BASE_URL`);
   }
   if (r.status >= 400) {
-    const e = (r.body as { error?: { code?: unknown; message?: unknown; details?: unknown; request_id?: unknown } } | undefined)?.error;
-    const code = typeof e?.code === 'string' ? e.code : `http_${r.status}`;
+    // the API's error body: an object with a code (a proxy's JSON page may have an `error` of its own, e.g. a string)
+    const raw = (r.body as { error?: unknown } | undefined)?.error;
+    const e = raw && typeof raw === 'object' && typeof (raw as { code?: unknown }).code === 'string' ? (raw as { code: string; message?: unknown; details?: unknown; request_id?: unknown }) : undefined;
+    const code = e?.code ?? `http_${r.status}`;
     const message = typeof e?.message === 'string' ? e.message : r.text.slice(0, 300);
     const requestId = typeof e?.request_id === 'string' ? e.request_id : undefined;
     const next = nextStep(r.status, code, r.headers ?? new Headers(), o, e?.details, call.path, requestId);

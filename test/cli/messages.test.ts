@@ -138,6 +138,14 @@ t.test('--json: a failure found before any request is a JSON error body on stdou
   const page = await svc(['connections', '--json', '--base-url', `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`]);
   t.equal(page.code, 5);
   t.same(parse(page).error, { code: 'http_502', message: '<h1>Bad Gateway</h1>' });
+  // a JSON page whose `error` is not the API's error object (Fastify's own 503 body, say)
+  const fastifyPage = '{"error":"Service Unavailable","message":"Service Unavailable","statusCode":503}';
+  const other = http.createServer((_req, res) => res.writeHead(503, { 'content-type': 'application/json' }).end(fastifyPage));
+  await new Promise<void>((r) => other.listen(0, '127.0.0.1', r));
+  t.teardown(() => new Promise<void>((r) => other.close(() => r())));
+  const foreign = await svc(['connections', '--json', '--base-url', `http://127.0.0.1:${(other.address() as AddressInfo).port}`]);
+  t.equal(foreign.code, 5);
+  t.same(parse(foreign).error, { code: 'http_503', message: fastifyPage }, 'the error shape, not the page as it came');
 
   const api = await svc(['connection', 'conn_nope', '--json']);
   t.equal(api.code, 4);
