@@ -84,8 +84,11 @@ const PEEK = `SELECT ${REFILLED} AS tokens FROM rate_buckets b WHERE key = $1`;
 
 /** Buckets in the store's `rate_buckets` table: one budget for every replica on that store. */
 export class StoreBuckets implements RateBuckets {
-  /** keys the store refused, until when (ms): a flood of refused requests does not each cost a store write */
-  private readonly refusedUntil = new Map<string, number>();
+  /**
+   * keys the store refused: until when (ms) they are refused without asking it (a flood of refused
+   * requests does not each cost a store write), and when (ms) the store said a token would be there
+   */
+  private readonly refusedUntil = new Map<string, { until: number; tokenAt: number }>();
 
   constructor(
     private readonly store: Store,
@@ -97,9 +100,11 @@ export class StoreBuckets implements RateBuckets {
 
   async take(key: string): Promise<number> {
     // a key refused a moment ago is refused again without asking the store (never lets more through)
-    const until = this.refusedUntil.get(key);
-    if (until !== undefined) {
-      if (until > Date.now()) return Math.max(1, Math.ceil((until - Date.now()) / 1000));
+    // (answered with the wait the store gave, not the cache's own short life)
+    const refused = this.refusedUntil.get(key);
+    if (refused !== undefined) {
+      const now = Date.now();
+      if (refused.until > now) return Math.max(1, Math.ceil((refused.tokenAt - now) / 1000));
       this.refusedUntil.delete(key);
     }
     const [row] = await this.store.query<{ ok: boolean; tokens: number }>(TAKE, [`${this.kind}:${key}`, this.burst, this.perSecond]);
@@ -107,7 +112,9 @@ export class StoreBuckets implements RateBuckets {
     const wait = this.secondsFor(Number(row.tokens));
     if (this.refusedUntil.size >= 10_000) this.refusedUntil.clear();
     // at most until a token could be there, and never long: a refusal here only saves a round trip
-    this.refusedUntil.set(key, Date.now() + Math.min(1000, ((1 - Number(row.tokens)) / this.perSecond) * 1000));
+    const tokenInMs = ((1 - Number(row.tokens)) / this.perSecond) * 1000;
+    const now = Date.now();
+    this.refusedUntil.set(key, { until: now + Math.min(1000, tokenInMs), tokenAt: now + tokenInMs });
     return wait;
   }
 

@@ -37,6 +37,23 @@ t.test('the bucket statement: burst, refill, wait, per key, sweep', async (t) =>
   t.same((await store.query<{ key: string }>('SELECT key FROM rate_buckets')).map((r) => r.key), ['test:k'], 'a bucket idle past the sweep age is removed; a recent one stays');
 });
 
+t.test('a key refused again at once is told the wait the store gave, not one second', async (t) => {
+  // walk-through: on a PostgreSQL store the second and later 429s of a signup flood said
+  // `Retry-After: 1` (the life of the in-process refusal cache) where the first said 30
+  const dir = await tempDir();
+  const store = await openStore({ databaseUrl: undefined, dataDir: dir, template: await storeTemplate() });
+  t.teardown(async () => {
+    await store.close();
+    await fs.rm(dir, { recursive: true, force: true });
+  });
+  const b = new StoreBuckets(store, 'slow', 1 / 30, 1); // one every 30 s, a burst of 1
+  t.equal(await b.take('k'), 0, 'the burst passes');
+  const first = await b.take('k');
+  const again = await b.take('k');
+  t.ok(first >= 29, `the first refusal waits for the next token: ${first} s`);
+  t.ok(again >= first - 1, `a refusal right after it says about as long, not 1 s: ${again} s`);
+});
+
 if (!(await realPostgresAvailable())) {
   t.skip('two replicas sharing their rate budget: no PostgreSQL answers at TEST_DATABASE_URL', () => undefined);
 } else {
