@@ -250,13 +250,30 @@ export function loadConfig(configDir: string, log?: (line: string) => void): Loa
   if (!isStr(cfg.relay_id) || !isStr(cfg.tunnel_url) || !isStr(cfg.expires_at)) {
     throw new RelayError('RELAY_ERR_CONFIG_INVALID', `${join(configDir, RELAY_JSON)} lacks relay_id, tunnel_url or expires_at`);
   }
-  return {
-    relay_id: cfg.relay_id,
-    tunnel_url: cfg.tunnel_url,
-    control_plane: cfg.control_plane ?? '',
-    expires_at: cfg.expires_at,
-    keyPem: read(KEY_FILE),
-    certPem: read(CERT_FILE),
-    caCertPem: read(CA_FILE),
-  };
+  const keyPem = read(KEY_FILE);
+  const certPem = read(CERT_FILE);
+  const caCertPem = read(CA_FILE);
+  checkKeyPair(configDir, keyPem, certPem);
+  return { relay_id: cfg.relay_id, tunnel_url: cfg.tunnel_url, control_plane: cfg.control_plane ?? '', expires_at: cfg.expires_at, keyPem, certPem, caCertPem };
+}
+
+/**
+ * key.pem must be the key of cert.pem: a pair put together by hand (a certificate from the
+ * operators' `/renew` or `/rotate-cert` installed without its key, or the other way round) can
+ * never open the tunnel, and would otherwise be redialled for ever with a TLS library's
+ * "key values mismatch".
+ */
+function checkKeyPair(configDir: string, keyPem: string, certPem: string): void {
+  let matches: boolean;
+  try {
+    matches = new X509Certificate(certPem).checkPrivateKey(createPrivateKey(keyPem));
+  } catch (err) {
+    throw new RelayError('RELAY_ERR_CONFIG_INVALID', `cannot read the key pair in ${configDir} (${KEY_FILE}, ${CERT_FILE}): ${(err as Error).message}`, { cause: err });
+  }
+  if (!matches) {
+    throw new RelayError(
+      'RELAY_ERR_CONFIG_INVALID',
+      `${join(configDir, KEY_FILE)} is not the private key of ${join(configDir, CERT_FILE)}: put back the key that belongs to this certificate, or enroll again (svc-relay enroll --force with a new token)`,
+    );
+  }
 }

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdtempSync, readFileSync, statSync, writeFileSync, mkdirSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, statSync, writeFileSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createCa, issueClientCertificate } from '../../pki/index.js';
@@ -98,4 +98,20 @@ t.test('bad 201 body, unreachable control plane, bad arguments', async (t) => {
   writeFileSync(join(d2, 'relay.json'), 'not json');
   t.throws(() => loadConfig(d2), { code: 'RELAY_ERR_CONFIG_INVALID' });
   t.ok(readFileSync);
+});
+
+t.test('a key.pem that is not the key of cert.pem is refused at load, not redialled for ever', async (t) => {
+  // walk-through: a certificate from `svc relay rotate` installed without its new key made
+  // `svc-relay run` retry the tunnel for ever ("cannot reach the tunnel … key values mismatch")
+  const { url } = await fakeServer(t, okHandler);
+  const a = join(mkdtempSync(join(tmpdir(), 'relay-')), 'a');
+  const b = join(mkdtempSync(join(tmpdir(), 'relay-')), 'b');
+  await enroll({ controlPlane: url, token: 'tok_a', configDir: a, keyBits: 2048 });
+  await enroll({ controlPlane: url, token: 'tok_b', configDir: b, keyBits: 2048 });
+  copyFileSync(join(b, 'key.pem'), join(a, 'key.pem'));
+  const err = t.throws(() => loadConfig(a), { code: 'RELAY_ERR_CONFIG_INVALID' }) as RelayError;
+  t.match(err.message, /key\.pem is not the private key of .*cert\.pem.*enroll again/);
+  writeFileSync(join(a, 'key.pem'), 'not a key', { mode: 0o600 });
+  t.throws(() => loadConfig(a), { code: 'RELAY_ERR_CONFIG_INVALID' }, 'an unreadable key is a configuration error too');
+  t.equal(loadConfig(b).relay_id, 'rly_1', 'a pair that belongs together loads');
 });
