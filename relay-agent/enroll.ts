@@ -6,7 +6,7 @@
  * 429 or a 5xx; a refusal (another 4xx: unknown, used or expired token) ends it at once.
  */
 import { createPrivateKey, X509Certificate } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { generateKeyAndCsr, identityOf } from '../pki/index.js';
 import { RelayError } from './errors.js';
@@ -251,10 +251,23 @@ export function loadConfig(configDir: string, log?: (line: string) => void): Loa
     throw new RelayError('RELAY_ERR_CONFIG_INVALID', `${join(configDir, RELAY_JSON)} lacks relay_id, tunnel_url or expires_at`);
   }
   const keyPem = read(KEY_FILE);
+  checkKeyFileMode(configDir);
   const certPem = read(CERT_FILE);
   const caCertPem = read(CA_FILE);
   checkKeyPair(configDir, keyPem, certPem);
   return { relay_id: cfg.relay_id, tunnel_url: cfg.tunnel_url, control_plane: cfg.control_plane ?? '', expires_at: cfg.expires_at, keyPem, certPem, caCertPem };
+}
+
+/**
+ * The private key must be readable by its owner only, as enroll and every renewal write it (0600):
+ * the relay already refuses such a `--database-url-file`, and this key is its identity.
+ */
+function checkKeyFileMode(configDir: string): void {
+  if (process.platform === 'win32') return;
+  const mode = statSync(join(configDir, KEY_FILE)).mode & 0o777;
+  if ((mode & 0o077) !== 0) {
+    throw new RelayError('RELAY_ERR_CONFIG_INVALID', `${join(configDir, KEY_FILE)} can be read by other users (mode ${mode.toString(8)}); chmod 600 it (the key may have leaked: if others could read it, delete the relay and enroll again)`);
+  }
 }
 
 /**

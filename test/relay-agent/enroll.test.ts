@@ -1,7 +1,7 @@
 import t from 'tap';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { copyFileSync, mkdtempSync, readFileSync, statSync, writeFileSync, mkdirSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdtempSync, readFileSync, statSync, writeFileSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createCa, issueClientCertificate } from '../../pki/index.js';
@@ -114,4 +114,18 @@ t.test('a key.pem that is not the key of cert.pem is refused at load, not redial
   writeFileSync(join(a, 'key.pem'), 'not a key', { mode: 0o600 });
   t.throws(() => loadConfig(a), { code: 'RELAY_ERR_CONFIG_INVALID' }, 'an unreadable key is a configuration error too');
   t.equal(loadConfig(b).relay_id, 'rly_1', 'a pair that belongs together loads');
+});
+
+t.test('a private key that other users can read is refused at load', async (t) => {
+  // walk-through: a --database-url-file readable by others is refused, but key.pem at 0644 was used
+  const { url } = await fakeServer(t, okHandler);
+  const dir = join(mkdtempSync(join(tmpdir(), 'relay-')), 'cfg');
+  await enroll({ controlPlane: url, token: 'tok', configDir: dir, keyBits: 2048 });
+  for (const mode of [0o644, 0o640, 0o604]) {
+    chmodSync(join(dir, 'key.pem'), mode);
+    const err = t.throws(() => loadConfig(dir), { code: 'RELAY_ERR_CONFIG_INVALID' }, mode.toString(8)) as RelayError;
+    t.match(err.message, new RegExp(`key\\.pem can be read by other users \\(mode ${mode.toString(8)}\\); chmod 600 it`));
+  }
+  chmodSync(join(dir, 'key.pem'), 0o400);
+  t.equal(loadConfig(dir).relay_id, 'rly_1', 'owner-only (0400 or 0600) loads');
 });
