@@ -9,7 +9,8 @@
  *
  * The same beat carries decisions made elsewhere to the tunnels held here, within a beat: a relay
  * deleted through another replica, or a certificate revoked there, closes its tunnel (the relay is
- * told not to come back); a lease taken by another replica (the relay connected again through the
+ * told not to come back); a certificate that expired, or was replaced and is past its overlap window,
+ * drains its tunnel (the handshake would refuse it now); a lease taken by another replica (the relay connected again through the
  * balancer, e.g. with a renewed certificate) lets this replica's tunnel drain its running streams.
  */
 import { TunnelRevocation } from '../../protocol/relay-contract.js';
@@ -41,6 +42,8 @@ const BEAT = `WITH t(id, serial) AS (SELECT * FROM unnest($1::text[], $2::text[]
   SELECT t.id, t.serial, r.revoked_at IS NOT NULL OR r.id IS NULL AS relay_gone, r.tunnel_replica AS holder,
          coalesce(r.tunnel_until > now(), false) AS holder_live, r.tunnel_since AS holder_since,
          (SELECT c.revoked_at IS NOT NULL AND c.revoked_reason IS DISTINCT FROM 'replaced' FROM relay_certificates c WHERE c.serial = t.serial) AS cert_revoked,
+         (SELECT c.not_after <= now() OR (c.revoked_at IS NULL AND c.superseded_at IS NOT NULL AND c.overlap_until <= now())
+            FROM relay_certificates c WHERE c.serial = t.serial) AS cert_lapsed,
          t.id IN (SELECT id FROM kept) AS kept
     FROM t LEFT JOIN relays r ON r.id = t.id`;
 
@@ -119,7 +122,7 @@ export class TunnelLeases {
   async beat(): Promise<void> {
     const tunnels = this.registry.tunnels();
     if (tunnels.length === 0) return;
-    const rows = await this.store.query<{ id: string; serial: string; relay_gone: boolean; holder: string | null; holder_live: boolean; holder_since: Date | null; cert_revoked: boolean | null; kept: boolean }>(BEAT, [
+    const rows = await this.store.query<{ id: string; serial: string; relay_gone: boolean; holder: string | null; holder_live: boolean; holder_since: Date | null; cert_revoked: boolean | null; cert_lapsed: boolean | null; kept: boolean }>(BEAT, [
       tunnels.map((t) => t.relayId),
       tunnels.map((t) => t.serial),
       this.replicaId,
@@ -137,6 +140,14 @@ export class TunnelLeases {
         // revoked by an operator (a certificate replaced by a renewal is not: its tunnel drains once the new one holds the lease)
         this.log?.info({ relay_id: row.id, serial: row.serial }, 'relay certificate revoked: tunnel closed');
         this.registry.disconnect(row.id, TunnelRevocation.CERTIFICATE_REVOKED);
+        continue;
+      }
+      if (row.cert_lapsed === true) {
+        // the handshake would refuse this certificate now (expired, or replaced and past its overlap
+        // window): the tunnel does not outlive it. It drains (not closed for good: a relay that renewed
+        // itself reconnects with its new certificate; one that cannot is refused at the handshake)
+        this.log?.info({ relay_id: row.id, serial: row.serial }, 'relay certificate expired or past its overlap window: tunnel drained');
+        this.registry.yieldTunnel(row.id, 'the certificate this tunnel was opened with expired, or was replaced and its overlap window ended: reconnect with the current certificate');
         continue;
       }
       if (row.kept || this.claiming.has(t)) continue;

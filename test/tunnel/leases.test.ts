@@ -116,6 +116,27 @@ t.test('what the heartbeat does with a tunnel, by what the store says', async (t
     t.equal(tb.spy.closed, 'certificate_revoked', 'revoked: closed for good');
   }
 
+  // walk-through: a tunnel outlived its certificate (expired, or replaced and past its overlap
+  // window) and kept serving queries; the handshake would refuse that certificate, so it drains
+  for (const [what, lapse] of [
+    ['expired', "not_after = now() - interval '1 second'"],
+    ['replaced (superseded) and past its overlap window', "superseded_at = now() - interval '1 minute', overlap_until = now() - interval '1 second'"],
+  ] as const) {
+    const r = await relay();
+    const b = await held(r, 'rep_b');
+    await store.query(`UPDATE relay_certificates SET ${lapse} WHERE serial = $1`, [r.serial]);
+    await b.leases.beat();
+    t.match(b.spy.drained, /overlap window ended|expired/, `${what}: the tunnel drains`);
+    t.equal(b.spy.closed, undefined, `${what}: not closed for good (a relay that renewed comes back with its new certificate)`);
+  }
+  {
+    const r = await relay();
+    const b = await held(r, 'rep_b');
+    await store.query("UPDATE relay_certificates SET superseded_at = now(), overlap_until = now() + interval '1 hour' WHERE serial = $1", [r.serial]);
+    await b.leases.beat();
+    t.same(b.spy, {}, 'replaced but inside its overlap window: the tunnel keeps serving');
+  }
+
   // the relay deleted through another replica
   {
     const r = await relay();
