@@ -223,6 +223,10 @@ export async function getRelay(store: Store, orgId: string, relayId: string, onl
   const certs = await store.query<CertRow>('SELECT * FROM relay_certificates WHERE relay_id = $1 ORDER BY issued_at', [relayId]);
   const events = await store.query<{ kind: string; at: Date; detail: unknown }>('SELECT kind, at, detail FROM relay_events WHERE relay_id = $1 ORDER BY id', [relayId]);
   const current = certs.filter((c) => !c.revoked_at && !c.superseded_at).map((c) => c.not_after);
+  const now = Date.now();
+  // a replaced certificate past its overlap window is refused everywhere (checkCertificate): revoked
+  const state = (c: CertRow): string =>
+    c.revoked_at || (c.superseded_at && c.overlap_until && new Date(c.overlap_until).getTime() <= now) ? 'revoked' : c.superseded_at ? 'superseded' : 'active';
   return {
     ...record(r, current.length ? (current[current.length - 1] as Date) : null, online),
     certificates: certs.map((c) => ({
@@ -230,7 +234,7 @@ export async function getRelay(store: Store, orgId: string, relayId: string, onl
       fingerprint: c.fingerprint,
       not_before: new Date(c.not_before).toISOString(),
       not_after: new Date(c.not_after).toISOString(),
-      state: c.revoked_at ? 'revoked' : c.superseded_at ? 'superseded' : 'active',
+      state: state(c),
       overlap_until: c.overlap_until ? new Date(c.overlap_until).toISOString() : null,
     })),
     events: events.map((e) => ({ kind: e.kind, at: new Date(e.at).toISOString(), detail: e.detail })),

@@ -129,6 +129,12 @@ t.test('renew and rotate overlap, then the old certificate is revoked; delete re
   t.match(await checkCertificate(srv.svc.store, ...ids(third), new Date(Date.now() + 25 * 3600_000)), { ok: false, reason: 'superseded' });
   t.match(await checkCertificate(srv.svc.store, ...ids(new X509Certificate(again.body.certificate_pem))), { ok: true });
   t.match(await checkCertificate(srv.svc.store, 'ab'.repeat(16), 'cd'.repeat(32)), { ok: false, reason: 'unknown' });
+  // walk-through: once its overlap window has passed, GET showed the replaced certificate as
+  // `superseded` for ever, though it is refused everywhere (docs/api.md: "… then is revoked")
+  await srv.svc.store.query("UPDATE relay_certificates SET overlap_until = now() - interval '1 second' WHERE serial = $1", [identityOf(third).serial]);
+  const shown = await api<{ certificates: { serial: string; state: string }[] }>(srv.url, 'GET', `/v1/relays/${relayId}`, { key: a.key });
+  t.equal(shown.body.certificates.find((c) => c.serial === identityOf(third).serial)?.state, 'revoked', 'a replaced certificate past its overlap window shows as revoked');
+  t.equal(shown.body.certificates.find((c) => c.serial === identityOf(new X509Certificate(again.body.certificate_pem)).serial)?.state, 'active');
 
   const del = await api<{ status: string; certificates: { state: string }[]; events: { kind: string }[] }>(srv.url, 'DELETE', `/v1/relays/${relayId}`, { key: a.key });
   t.equal(del.status, 200);
