@@ -79,7 +79,7 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
     .command('enroll')
     .description('make a key pair here, register it with an enroll token, write the relay configuration')
     .requiredOption('--control-plane <url>', 'control plane base URL')
-    .requiredOption('--token <token>', 'single-use enroll token (svc relays enroll-token)')
+    .requiredOption('--token <token>', 'single-use enroll token (svc relay token, or POST /v1/relays/enroll-token)')
     .requiredOption('--config-dir <dir>', 'where to write key.pem, cert.pem, ca.pem, relay.json (0600)')
     .option('--name <name>', 'a name for this relay')
     .option('--force', 'replace an existing configuration')

@@ -93,6 +93,11 @@ t.test('usage errors exit 2', async (t) => {
   }
   const { io: i } = io();
   t.equal(await main(['--version'], i), 0);
+  // walk-through: the help named `svc relays enroll-token`, a command svc does not have
+  const help = io();
+  t.equal(await main(['enroll', '--help'], help.io), 0);
+  t.match(help.o.out, /svc relay token/, 'the help names the svc command that makes an enroll token');
+  t.notMatch(help.o.out, /svc relays/);
 });
 
 t.test('enroll: success, refusal, existing config', async (t) => {
