@@ -289,7 +289,13 @@ export async function reissue(
     if (kind === 'rotate') {
       const used = await sql.query('SELECT 1 FROM relay_certificates WHERE relay_id = $1 AND key_fingerprint = $2', [relayId, keyFingerprint(cert.certPem)]);
       if (used.length > 0) {
-        throw new ApiError('invalid_request', 'rotate-cert needs a CSR for a new key pair; this key was used before (use renew to keep the key)', { field: 'csr_pem' });
+        throw new ApiError(
+          'invalid_request',
+          opts.presentedSerial !== undefined
+            ? 'a renewal needs a CSR for a new key pair; this key was used before by this relay'
+            : 'rotate-cert needs a CSR for a new key pair; this key was used before (use renew to keep the key)',
+          { field: 'csr_pem' },
+        );
       }
     }
     await insertCert(sql, relayId, cert);

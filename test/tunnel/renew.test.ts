@@ -108,6 +108,8 @@ t.test('a relay renews with its current certificate and a new key; the old one i
   // a CSR for a key this relay used before is refused (a rotation needs a new key)
   const reused = await refusal(requestRenewal(material({ ...reg, certificate_pem: renewed.certPem, keyPem: renewed.keyPem }), { csr: { keyPem: reg.keyPem, csrPem: reg.csrPem } }));
   t.match(reused, { status: 400, reason: 'invalid_request', message: /new key pair/ });
+  // walk-through: the relay's own renewal was told to "use renew to keep the key" (the operators' rotate-cert message)
+  t.notMatch(reused.message, /rotate-cert|use renew/, "the relay's renewal is not pointed at the operators' endpoints");
   const current = await refusal(requestRenewal(material({ ...reg, certificate_pem: renewed.certPem, keyPem: renewed.keyPem }), { csr: { keyPem: renewed.keyPem, csrPem: createCsr(renewed.keyPem) } }));
   t.match(current, { status: 400, reason: 'invalid_request' }, 'nor the key in use now');
 });
