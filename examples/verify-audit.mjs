@@ -13,11 +13,13 @@ const sha256 = (s) => createHash('sha256').update(s, 'utf8').digest('hex');
 
 const [file, genesis] = process.argv.slice(2);
 if (!file) { console.error('usage: node verify-audit.mjs <export.jsonl | -> [audit_genesis_hash]'); process.exit(2); }
-const events = readFileSync(file === '-' ? 0 : file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
-let prev = genesis ?? events[0]?.prev_hash;
-for (const [i, { hash, ...event }] of events.entries()) {
-  const ok = event.seq === i + 1 && event.prev_hash === prev && sha256(`${prev}\n${canon(event)}`) === hash;
+const lines = readFileSync(file === '-' ? 0 : file, 'utf8').split(/\r?\n/).filter(Boolean);
+let prev = genesis ?? JSON.parse(lines[0] ?? 'null')?.prev_hash;
+for (const [i, line] of lines.entries()) {
+  const { hash, ...event } = JSON.parse(line);
+  // a line must be its event's canonical JSON: a duplicated key would show one value and hash another
+  const ok = line === canon({ ...event, hash }) && event.seq === i + 1 && event.prev_hash === prev && sha256(`${prev}\n${canon(event)}`) === hash;
   if (!ok) { console.log(JSON.stringify({ verified: false, events_checked: i + 1, broken_at: i + 1 })); process.exit(1); }
   prev = hash;
 }
-console.log(JSON.stringify({ verified: true, events_checked: events.length, broken_at: null, head: prev }));
+console.log(JSON.stringify({ verified: true, events_checked: lines.length, broken_at: null, head: prev }));

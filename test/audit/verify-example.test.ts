@@ -70,6 +70,13 @@ t.test('the example verifies a real export from any directory', async (t) => {
   const broken = await run([SCRIPT, 'edited.jsonl'], elsewhere);
   t.equal(broken.code, 1);
   t.same(broken.out, { verified: false, events_checked: 2, broken_at: 2 }, 'an edited event is caught');
+  // walk-through: a key given twice (the forged value first, the real one last, which JSON.parse keeps) verified as intact
+  await fs.writeFile(path.join(elsewhere, 'dup.jsonl'), `${lines[0]}\n${(lines[1] as string).replace(/^\{/, '{"bytes_egressed":1,')}\n`);
+  const dup = await run([SCRIPT, 'dup.jsonl', described.body.audit_genesis_hash], elsewhere);
+  t.equal(dup.code, 1);
+  t.same(dup.out, { verified: false, events_checked: 2, broken_at: 2 }, 'a line that is not its event’s canonical JSON is caught');
+  await fs.writeFile(path.join(elsewhere, 'crlf.jsonl'), jsonl.replace(/\n/g, '\r\n'));
+  t.same((await run([SCRIPT, 'crlf.jsonl'], elsewhere)).out, verified, 'CRLF line ends are only line ends');
   const wrongGenesis = await run([SCRIPT, 'audit.jsonl', '0'.repeat(64)], elsewhere);
   t.same(wrongGenesis.out, { verified: false, events_checked: 1, broken_at: 1 }, 'another connection’s genesis is caught');
 

@@ -143,6 +143,13 @@ t.test('a full session', async (t) => {
   t.equal((await svc(['audit', 'verify', '--offline', file, '--genesis', '0'.repeat(64)])).code, 1, 'a wrong genesis is caught');
   fs.writeFileSync(file, `${lines.slice(0, 2).join('\n')}\nnot json\n`);
   t.equal((await svc(['audit', 'verify', '--offline', file])).code, 1, 'a garbled line is caught');
+  // walk-through: a key given twice (a forged first value, the real one last, which JSON.parse keeps) verified as intact
+  const forged = [...lines];
+  forged[1] = (forged[1] as string).replace(/^\{/, '{"outcome":"forged",');
+  fs.writeFileSync(file, `${forged.join('\n')}\n`);
+  const dup = await svc(['audit', 'verify', '--offline', file, '--genesis', genesis]);
+  t.equal(dup.code, 1, 'a line that is not its event’s canonical JSON is caught');
+  t.match(dup.stdout, /BROKEN at seq 2.*canonical JSON/);
   t.equal((await svc(['audit', 'verify', '--offline', path.join(dir, 'missing.jsonl')])).code, 2);
 
   // billing

@@ -1,7 +1,7 @@
 /** `svc audit verify` and `svc audit export`: a connection's audit chain, on the server or offline. */
 import fs from 'node:fs';
 import type { Command } from 'commander';
-import { ChainVerifier, type VerifyResult } from '../../../control-plane/audit/index.js';
+import { canon, ChainVerifier, type VerifyResult } from '../../../control-plane/audit/index.js';
 import { CliFailure, EXIT, request } from '../http.js';
 import { withSpinner } from '../output.js';
 import { type CommandKit, type Obj, tool } from './kit.js';
@@ -11,7 +11,7 @@ import { type CommandKit, type Obj, tool } from './kit.js';
  * the first event links to `genesis` (default: its own prev_hash), each next one to the previous.
  */
 export function verifyExport(text: string, genesis?: string): VerifyResult & { head: string | null } {
-  const lines = text.split('\n').filter((l) => l.trim() !== '');
+  const lines = text.split(/\r?\n/).filter((l) => l.trim() !== '');
   let first: Obj | undefined;
   const events: Obj[] = [];
   for (const [i, line] of lines.entries()) {
@@ -27,7 +27,12 @@ export function verifyExport(text: string, genesis?: string): VerifyResult & { h
   const start = genesis ?? (typeof first?.['prev_hash'] === 'string' ? first['prev_hash'] : '');
   const v = new ChainVerifier(start);
   let head: string | null = genesis ?? null;
-  for (const e of events) {
+  for (const [i, e] of events.entries()) {
+    // the export writes each event as its canonical JSON: any other line (a key given twice shows
+    // one value and parses to another) is not the event that was hashed, even if it verifies
+    if (canon(e) !== lines[i]) {
+      return { verified: false, events_checked: i + 1, broken_at: i + 1, reason: `line ${i + 1} is not its event's canonical JSON as the export writes it (a key given twice, or the line rewritten)`, head: null };
+    }
     const { hash, ...body } = e;
     if (!v.push({ seq: typeof body['seq'] === 'number' ? body['seq'] : -1, body, hash: typeof hash === 'string' ? hash : '' })) break;
     head = typeof hash === 'string' ? hash : null;
