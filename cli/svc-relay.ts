@@ -121,6 +121,12 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
         try {
           return createExecutor({
             databaseUrl,
+            onDatabaseState: (st) =>
+              io.err(
+                st.reachable
+                  ? 'svc-relay: the database answers\n'
+                  : `svc-relay: cannot reach the database (${st.message}); queries through this relay are answered relay_unavailable until it answers\n`,
+              ),
             ...(o.poolSize !== undefined ? { poolSize: o.poolSize } : {}),
             limits: {
               ...(o.maxRows !== undefined ? { maxRows: o.maxRows } : {}),
@@ -155,6 +161,7 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
         io.err(`svc-relay: relay ${cfg.relay_id} dialing ${cfg.tunnel_url}${health ? `; health on 127.0.0.1:${health.port}` : ''}\n`);
         const renewAt = agent.renewAt();
         io.err(`svc-relay: certificate ${credentials.validity.serial} valid until ${credentials.validity.notAfter.toISOString()}${renewAt !== null ? `; renews itself at about ${new Date(renewAt).toISOString()}` : ''}\n`);
+        void exec.probe(); // says in the log whether the database answers (never ends the run: it may come up later)
         const exit = await agent.run();
         if (exit.reason === 'permanent') {
           io.err(`svc-relay run: RELAY_ERR_PERMANENT_REFUSAL: ${exit.message}\n`);

@@ -40,6 +40,11 @@ export interface ExecutorOptions {
   limits?: Partial<ExecutorLimits>;
   /** application_name for the relay's connections (default svc-relay) */
   applicationName?: string;
+  /**
+   * hears when the database becomes reachable or unreachable (once per change, first answer
+   * included), so the operator's log says what the agents are told (`relay_unavailable`)
+   */
+  onDatabaseState?: (state: { reachable: true } | { reachable: false; message: string }) => void;
 }
 
 export interface Executor {
@@ -51,6 +56,8 @@ export interface Executor {
   /** CancelRequests sent (stream cancelled, deadline passed or a byte cap reached while the statement ran) */
   readonly cancels: number;
   readonly pool: pg.Pool;
+  /** opens (and returns) one pooled connection: null when the database answered, else why not */
+  probe(): Promise<string | null>;
   close(): Promise<void>;
 }
 
@@ -197,6 +204,12 @@ export function createExecutor(opts: ExecutorOptions): Executor {
   });
   let inflight = 0;
   let cancels = 0;
+  let reachable: boolean | undefined;
+  const databaseState = (ok: boolean, message = ''): void => {
+    if (reachable === ok) return;
+    reachable = ok;
+    opts.onDatabaseState?.(ok ? { reachable: true } : { reachable: false, message });
+  };
 
   async function handle(q: IncomingQuery): Promise<void> {
     inflight++;
@@ -232,9 +245,12 @@ export function createExecutor(opts: ExecutorOptions): Executor {
     try {
       client = await pool.connect();
     } catch (err) {
-      q.fail('RELAY_ERR_DATABASE_UNAVAILABLE', mapError(err).message, { retryable: true });
+      const message = mapError(err).message;
+      databaseState(false, message);
+      q.fail('RELAY_ERR_DATABASE_UNAVAILABLE', message, { retryable: true });
       return;
     }
+    databaseState(true);
     if (q.signal.aborted) {
       client.release(); // cancelled while waiting for a connection: nothing was sent
       return;
@@ -260,7 +276,9 @@ export function createExecutor(opts: ExecutorOptions): Executor {
           const r = out.result;
           await q.end({ ...(r.truncated ? { truncated: true, command: `SELECT ${r.rows}` } : {}), ...(!r.truncated && r.command ? { command: r.command } : {}) });
         } else {
-          fail(q, relayFailure(out.failure, timeoutMs));
+          const e = relayFailure(out.failure, timeoutMs);
+          if (e.code === 'RELAY_ERR_DATABASE_UNAVAILABLE') databaseState(false, e.message);
+          fail(q, e);
         }
       } catch (err) {
         fail(q, mapError(err));
@@ -284,6 +302,17 @@ export function createExecutor(opts: ExecutorOptions): Executor {
       return cancels;
     },
     pool,
+    async probe() {
+      try {
+        (await pool.connect()).release();
+        databaseState(true);
+        return null;
+      } catch (err) {
+        const message = mapError(err).message;
+        databaseState(false, message);
+        return message;
+      }
+    },
     close: () => pool.end(),
   };
 }

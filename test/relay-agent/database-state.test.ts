@@ -1,0 +1,44 @@
+/**
+ * The relay tells its operator whether its database answers (relay-agent/executor.ts
+ * `onDatabaseState`, `probe()`; `svc-relay run` logs it). Found in a walk-through: a relay started
+ * with a wrong database URL logged "tunnel connected", its /healthz said ok, and only the agents
+ * saw `relay_unavailable` ("the relay cannot reach its database").
+ */
+import t from 'tap';
+import { Session, memoryTransportPair, type ProtocolError } from '../../protocol/index.js';
+import { createExecutor } from '../../relay-agent/executor.js';
+import { customerDatabase } from '../helpers/customer-db.js';
+
+type State = { reachable: true } | { reachable: false; message: string };
+
+t.test('an unreachable database is reported once, at the probe and at a query', async (t) => {
+  const states: State[] = [];
+  const exec = createExecutor({ databaseUrl: 'postgres://nobody@127.0.0.1:1/none', onDatabaseState: (s) => states.push(s) });
+  t.teardown(() => exec.close());
+  t.match(await exec.probe(), /the database is unavailable: .*ECONNREFUSED/);
+  t.match(states, [{ reachable: false, message: /ECONNREFUSED/ }], 'reported');
+  const [a, b] = memoryTransportPair();
+  const server = new Session(a, { role: 'server', pingIntervalMs: 0 });
+  const relay = new Session(b, { role: 'client', pingIntervalMs: 0 });
+  relay.onStream(exec.handle);
+  await server.ready;
+  const err = (await server.openStream({ statement: 'SELECT 1' }).collect().catch((e: unknown) => e)) as ProtocolError;
+  t.equal(err.code, 'RELAY_ERR_DATABASE_UNAVAILABLE');
+  t.equal(await exec.probe() !== null, true);
+  t.equal(states.length, 1, 'not again while it stays unreachable');
+  server.close();
+  relay.close();
+});
+
+t.test('a reachable database is reported once', async (t) => {
+  const cdb = await customerDatabase('svc_relay_dbstate');
+  const states: State[] = [];
+  const exec = createExecutor({ databaseUrl: cdb.url, onDatabaseState: (s) => states.push(s) });
+  t.teardown(async () => {
+    await exec.close();
+    await cdb.drop();
+  });
+  t.equal(await exec.probe(), null);
+  t.equal(await exec.probe(), null);
+  t.same(states, [{ reachable: true }]);
+});
