@@ -2,6 +2,7 @@
 /** `npm start`: validate config, build, listen; drain and close on SIGTERM/SIGINT. */
 import { buildApp, closeDrainMs } from './app.js';
 import { ConfigError, loadConfig, unknownSettings } from './config.js';
+import { boundUrl } from './openapi.js';
 
 /** A shutdown still not done this long after the app's own drain may have ended exits 1. */
 const SHUTDOWN_DEADLINE_GRACE_MS = 10_000;
@@ -24,10 +25,11 @@ async function main(): Promise<void> {
   }
   await app.listen({ host: config.host, port: config.port });
   const tunnel = await startTunnel();
-  app.log.info({ port: tunnel.port, tunnel_url: config.tunnelPublicUrl }, 'relay tunnel listener ready');
+  // a derived URL with port 0 (PORT=0 or SVC_TUNNEL_PORT=0) is logged with the port bound
+  app.log.info({ port: tunnel.port, tunnel_url: config.tunnelPublicUrl.replace(/:0$/, `:${tunnel.port}`) }, 'relay tunnel listener ready');
   const addr = app.server.address();
   const listening = addr && typeof addr === 'object' ? `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}` : config.publicUrl;
-  app.log.info({ listening, public_url: config.publicUrl, ms: Date.now() - started }, 'svc control plane ready');
+  app.log.info({ listening, public_url: boundUrl(config.publicUrl, addr), ms: Date.now() - started }, 'svc control plane ready');
   if (config.logLevel === 'silent') process.stdout.write(`svc control plane ready on ${listening}\n`);
   demoReady.then(
     () => app.log.info({ ms: Date.now() - started }, 'demo datasets ready'),

@@ -9,6 +9,7 @@
  * test/api/openapi-conformance.test.ts drives every operation and validates every real response
  * against the document.
  */
+import type { AddressInfo } from 'node:net';
 import { Type } from 'typebox';
 import { API_ERRORS } from './errors.js';
 import { COMPONENTS, DOCUMENTED_RESPONSES, type DocumentedResponse, errorSchema } from './openapi-bodies.js';
@@ -223,5 +224,10 @@ export function openApiRoutes(app: App, s: Services): void {
     }
   });
   let doc: Json | undefined;
-  app.get('/openapi.json', { config: { public: true }, schema: { summary: 'This OpenAPI 3.1 document', tags: ['system'], response: { 200: Type.Unknown() } } }, async () => (doc ??= buildOpenApi(routes, s.config.publicUrl, s.config.dashboardUrl)));
+  app.get('/openapi.json', { config: { public: true }, schema: { summary: 'This OpenAPI 3.1 document', tags: ['system'], response: { 200: Type.Unknown() } } }, async () => (doc ??= buildOpenApi(routes, boundUrl(s.config.publicUrl, app.server.address()), s.config.dashboardUrl)));
+}
+
+/** A derived public URL with port 0 (PORT=0, no SVC_PUBLIC_URL) means: the port actually bound. */
+export function boundUrl(url: string, address: AddressInfo | string | null): string {
+  return /:0$/.test(url) && address && typeof address === 'object' ? url.replace(/:0$/, `:${address.port}`) : url;
 }

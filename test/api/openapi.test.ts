@@ -61,6 +61,11 @@ t.test('served without a key, OpenAPI 3.1, with the agent-key bearer scheme and 
   t.ok(Value.Check(err, e.body), 'a real 401 body matches components.schemas.Error');
 });
 
+t.test('the server URL is where the API answers, also when PORT=0 picked the port', async (t) => {
+  // walk-through: with PORT=0 (and no SVC_PUBLIC_URL) servers[0].url was http://127.0.0.1:0
+  t.same(doc['servers'], [{ url: srv.url.replace(/\/$/, '') }]);
+});
+
 t.test('every route fastify registered is described, and every described operation is registered', async (t) => {
   const routes = fastifyRoutes(srv.svc.app.printRoutes({ commonPrefix: false }));
   t.ok(routes.length > 30, `${routes.length} routes found in fastify's table`);
