@@ -9,7 +9,7 @@ import { PassThrough } from 'node:stream';
 import t from 'tap';
 import type { TapTest } from '../helpers/tap.js';
 import { generateKeyAndCsr } from '../../pki/index.js';
-import { api, openConnection, signupAgent, startServer } from '../helpers/server.js';
+import { api, openConnection, signupAgent, startServer, type TestServer } from '../helpers/server.js';
 
 async function linesOf(t: TapTest, level: string): Promise<{ level: number; msg: string; url?: string; req?: { url?: string } }[]> {
   const logs = new PassThrough();
@@ -40,12 +40,18 @@ t.test('at debug: one debug line per probe', async (t) => {
   t.same(lines.filter((l) => l.req?.url === '/healthz'), [], "fastify's own request lines are not written for it");
 });
 
-t.test('a relay without its tunnel: 503 logged as a warning with its code, no stack, no message', async (t) => {
+/** a server logging at info into `lines` (closed at the end of `t`) */
+async function serverWithLogs(t: TapTest): Promise<{ srv: TestServer; lines: string[] }> {
   const logs = new PassThrough();
   const lines: string[] = [];
   logs.on('data', (chunk: Buffer) => lines.push(...chunk.toString('utf8').split('\n').filter(Boolean)));
   const srv = await startServer({ env: { LOG_LEVEL: 'info' }, logStream: logs });
   t.teardown(() => srv.close());
+  return { srv, lines };
+}
+
+t.test('a relay without its tunnel: 503 logged as a warning with its code, no stack, no message', async (t) => {
+  const { srv, lines } = await serverWithLogs(t);
   const a = await signupAgent(srv.url);
   const tok = (await api<{ token: string }>(srv.url, 'POST', '/v1/relays/enroll-token', { key: a.key, body: {} })).body.token;
   const relay = (await api<{ relay_id: string }>(srv.url, 'POST', '/v1/relays/register', { body: { enroll_token: tok, csr_pem: generateKeyAndCsr().csrPem } })).body.relay_id;
@@ -62,11 +68,7 @@ t.test('a relay without its tunnel: 503 logged as a warning with its code, no st
 });
 
 t.test('an internal_error the code answers (a failure of ours) stays an error, with its stack', async (t) => {
-  const logs = new PassThrough();
-  const lines: string[] = [];
-  logs.on('data', (chunk: Buffer) => lines.push(...chunk.toString('utf8').split('\n').filter(Boolean)));
-  const srv = await startServer({ env: { LOG_LEVEL: 'info' }, logStream: logs });
-  t.teardown(() => srv.close());
+  const { srv, lines } = await serverWithLogs(t);
   const a = await signupAgent(srv.url);
   const conn = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:encounters']);
   // the connection's target gone from the catalogue: runQuery answers internal_error (500)
