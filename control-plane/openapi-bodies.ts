@@ -73,6 +73,7 @@ export const COMPONENTS = {
   Connection: Obj({
     connectionId: Str,
     connection_id: Type.String({ description: 'the same as connectionId' }),
+    org_id: Type.String({ description: 'the organization; with connection_id, target_id, scopes and created_at, what audit_genesis_hash is made of' }),
     target_id: Str,
     scopes: Type.Array(Str, { description: 'the scopes, normalized' }),
     tier: Str,

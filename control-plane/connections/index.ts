@@ -54,6 +54,7 @@ export function connectionRecord(c: ConnectionRow): Record<string, unknown> {
   return {
     connectionId: c.id,
     connection_id: c.id,
+    org_id: c.org_id,
     target_id: c.target_id,
     scopes: c.scopes,
     tier: c.tier,

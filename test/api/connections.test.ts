@@ -1,4 +1,6 @@
+import { createHash } from 'node:crypto';
 import t from 'tap';
+import { canon } from '../../control-plane/audit/index.js';
 import { api, openConnection, signupAgent, startServer, type TestServer } from '../helpers/server.js';
 
 let srv: TestServer;
@@ -126,4 +128,14 @@ t.test('list pages with a cursor', async (t) => {
     cursor = r.body.next_cursor;
   } while (cursor);
   t.same(seen.sort(), ids.sort());
+});
+
+t.test('a Connection carries all the genesis hash is made of: an auditor recomputes it from GET alone', async (t) => {
+  const a = await signupAgent(srv.url);
+  const id = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:encounters', 'period:2024-Q1']);
+  const c = (await api<Record<string, unknown>>(srv.url, 'GET', `/v1/connections/${id}`, { key: a.key })).body;
+  t.equal(c['org_id'], a.orgId);
+  const input = { connection_id: c['connection_id'], org_id: c['org_id'], target_id: c['target_id'], scopes: c['scopes'], created_at: c['created_at'] };
+  const genesis = createHash('sha256').update(`svc-audit-v1\n${canon(input)}`, 'utf8').digest('hex');
+  t.equal(genesis, c['audit_genesis_hash'], 'sha256("svc-audit-v1\\n" + canon({connection_id, org_id, target_id, scopes, created_at}))');
 });
