@@ -15,6 +15,7 @@
  * stays bounded whatever the consumer's speed. Here: the statements refused before anything is
  * sent, the relay's ceilings, and the relay's error codes.
  */
+import net from 'node:net';
 import pg from 'pg';
 import { classifyPgError, GuardedPgClient, runReadOnly, type ReadFailure } from '../pg-read/index.js';
 import type { Column, IncomingQuery, JsonValue, Value } from '../protocol/index.js';
@@ -56,7 +57,10 @@ export interface Executor {
   /** CancelRequests sent (stream cancelled, deadline passed or a byte cap reached while the statement ran) */
   readonly cancels: number;
   readonly pool: pg.Pool;
-  /** opens (and returns) one pooled connection: null when the database answered, else why not */
+  /**
+   * opens (and closes) one connection: null when the database answered, else why not. A probe
+   * still waiting for a database that does not answer is cut by close(), which never waits for it
+   */
   probe(): Promise<string | null>;
   close(): Promise<void>;
 }
@@ -205,6 +209,9 @@ export function createExecutor(opts: ExecutorOptions): Executor {
   let inflight = 0;
   let cancels = 0;
   let reachable: boolean | undefined;
+  let closed = false;
+  /** sockets of probes still connecting (close() destroys them) */
+  const probing = new Set<net.Socket>();
   const databaseState = (ok: boolean, message = ''): void => {
     if (reachable === ok) return;
     reachable = ok;
@@ -303,16 +310,36 @@ export function createExecutor(opts: ExecutorOptions): Executor {
     },
     pool,
     async probe() {
+      if (closed) return 'the executor is closed';
+      // its own connection, not the pool's: a pending pool connection would hold close() (pool.end)
+      // until connectionTimeoutMillis, the longest a statement may run (up to a day), when the
+      // database does not answer; this socket close() destroys
+      const socket = new net.Socket();
+      probing.add(socket);
+      socket.once('close', () => probing.delete(socket));
+      const client = new GuardedPgClient({ connectionString: opts.databaseUrl, application_name: appName, connectionTimeoutMillis: limits.maxTimeoutMs, stream: () => socket });
+      client.on('error', () => undefined);
+      let connected = false;
       try {
-        (await pool.connect()).release();
+        await client.connect();
+        connected = true;
+        if (closed) return 'the executor is closed';
         databaseState(true);
         return null;
       } catch (err) {
+        if (closed) return 'the executor is closed';
         const message = mapError(err).message;
         databaseState(false, message);
         return message;
+      } finally {
+        if (connected) void client.end().catch(() => socket.destroy());
+        else socket.destroy();
       }
     },
-    close: () => pool.end(),
+    close: () => {
+      closed = true;
+      for (const s of probing) s.destroy();
+      return pool.end();
+    },
   };
 }

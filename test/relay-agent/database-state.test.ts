@@ -4,6 +4,8 @@
  * with a wrong database URL logged "tunnel connected", its /healthz said ok, and only the agents
  * saw `relay_unavailable` ("the relay cannot reach its database").
  */
+import { once } from 'node:events';
+import net from 'node:net';
 import t from 'tap';
 import { Session, memoryTransportPair, type ProtocolError } from '../../protocol/index.js';
 import { createExecutor } from '../../relay-agent/executor.js';
@@ -41,4 +43,30 @@ t.test('a reachable database is reported once', async (t) => {
   t.equal(await exec.probe(), null);
   t.equal(await exec.probe(), null);
   t.same(states, [{ reachable: true }]);
+});
+
+t.test('close() does not wait for a probe the database never answers', { timeout: 20_000 }, async (t) => {
+  // walk-through: a database that accepts the connection and never answers (a firewall, a hung
+  // server) held the probe `svc-relay run` starts with; at SIGTERM (or a permanent refusal) the
+  // relay then waited in close() for the pool's connection timeout, the longest a statement may
+  // run (--statement-timeout-ms, up to a day), before it exited
+  const sockets = new Set<net.Socket>();
+  const silent = net.createServer((s) => {
+    sockets.add(s);
+    s.on('error', () => undefined);
+  });
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => {
+    for (const s of sockets) s.destroy();
+    silent.close();
+  });
+  const port = (silent.address() as net.AddressInfo).port;
+  const states: State[] = [];
+  const exec = createExecutor({ databaseUrl: `postgres://nobody:pw@127.0.0.1:${port}/none`, limits: { maxTimeoutMs: 86_400_000 }, onDatabaseState: (s) => states.push(s) });
+  const connected = once(silent, 'connection');
+  const probe = exec.probe();
+  await connected;
+  await exec.close();
+  t.type(await probe, 'string', 'the probe ends with close');
+  t.same(states, [], 'and reports nothing about the database: the relay is stopping');
 });
