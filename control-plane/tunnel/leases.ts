@@ -42,7 +42,7 @@ const BEAT = `WITH t(id, serial) AS (SELECT * FROM unnest($1::text[], $2::text[]
   SELECT t.id, t.serial, r.revoked_at IS NOT NULL OR r.id IS NULL AS relay_gone, r.tunnel_replica AS holder,
          coalesce(r.tunnel_until > now(), false) AS holder_live, r.tunnel_since AS holder_since,
          (SELECT c.revoked_at IS NOT NULL AND c.revoked_reason IS DISTINCT FROM 'replaced' FROM relay_certificates c WHERE c.serial = t.serial) AS cert_revoked,
-         (SELECT c.not_after <= now() OR (c.revoked_at IS NULL AND c.superseded_at IS NOT NULL AND c.overlap_until <= now())
+         (SELECT c.not_after <= now() OR (c.superseded_at IS NOT NULL AND c.overlap_until <= now())
             FROM relay_certificates c WHERE c.serial = t.serial) AS cert_lapsed,
          t.id IN (SELECT id FROM kept) AS kept
     FROM t LEFT JOIN relays r ON r.id = t.id`;
@@ -144,7 +144,8 @@ export class TunnelLeases {
       }
       if (row.cert_lapsed === true) {
         // the handshake would refuse this certificate now (expired, or replaced and past its overlap
-        // window): the tunnel does not outlive it. It drains (not closed for good: a relay that renewed
+        // window, whether or not its successor was seen on a tunnel and revoked it as 'replaced'):
+        // the tunnel does not outlive it. It drains (not closed for good: a relay that renewed
         // itself reconnects with its new certificate; one that cannot is refused at the handshake)
         this.log?.info({ relay_id: row.id, serial: row.serial }, 'relay certificate expired or past its overlap window: tunnel drained');
         this.registry.yieldTunnel(row.id, 'the certificate this tunnel was opened with expired, or was replaced and its overlap window ended: reconnect with the current certificate');

@@ -121,6 +121,13 @@ t.test('what the heartbeat does with a tunnel, by what the store says', async (t
   for (const [what, lapse] of [
     ['expired', "not_after = now() - interval '1 second'"],
     ['replaced (superseded) and past its overlap window', "superseded_at = now() - interval '1 minute', overlap_until = now() - interval '1 second'"],
+    // found by review: once its successor was seen on a tunnel (certificateInUse revokes it as
+    // 'replaced'), a replaced certificate never lapsed here, so a tunnel that took the lease back
+    // (the successor's tunnel closed before this replica's beat saw its lease) served on for good
+    [
+      'replaced, its successor seen on a tunnel (revoked as replaced), and past its overlap window',
+      "superseded_at = now() - interval '1 minute', overlap_until = now() - interval '1 second', revoked_at = now() - interval '30 seconds', revoked_reason = 'replaced'",
+    ],
   ] as const) {
     const r = await relay();
     const b = await held(r, 'rep_b');
