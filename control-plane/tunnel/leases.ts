@@ -42,7 +42,7 @@ const BEAT = `WITH t(id, serial) AS (SELECT * FROM unnest($1::text[], $2::text[]
   SELECT t.id, t.serial, r.revoked_at IS NOT NULL OR r.id IS NULL AS relay_gone, r.tunnel_replica AS holder,
          coalesce(r.tunnel_until > now(), false) AS holder_live, r.tunnel_since AS holder_since,
          (SELECT c.revoked_at IS NOT NULL AND c.revoked_reason IS DISTINCT FROM 'replaced' FROM relay_certificates c WHERE c.serial = t.serial) AS cert_revoked,
-         (SELECT c.not_after <= now() OR (c.superseded_at IS NOT NULL AND c.overlap_until <= now())
+         (SELECT c.not_after <= $5::timestamptz OR (c.superseded_at IS NOT NULL AND c.overlap_until <= $5::timestamptz)
             FROM relay_certificates c WHERE c.serial = t.serial) AS cert_lapsed,
          t.id IN (SELECT id FROM kept) AS kept
     FROM t LEFT JOIN relays r ON r.id = t.id`;
@@ -70,6 +70,12 @@ export class TunnelLeases {
     readonly address: string,
     private readonly registry: TunnelRegistry,
     private readonly log?: LeaseLog,
+    /**
+     * this process's clock, which the handshake checks a certificate against (pki
+     * verifyClientCertificate, relays checkCertificate): whether a tunnel's certificate lapsed is
+     * read on it, not on the store's, so the two never disagree
+     */
+    private readonly now: () => Date = () => new Date(),
   ) {}
 
   /**
@@ -127,6 +133,7 @@ export class TunnelLeases {
       tunnels.map((t) => t.serial),
       this.replicaId,
       LEASE_MS / 1000,
+      this.now().toISOString(),
     ]);
     for (const row of rows) {
       const t = tunnels.find((x) => x.relayId === row.id && x.serial === row.serial);

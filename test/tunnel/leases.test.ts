@@ -9,6 +9,7 @@
  * relay then exited for good).
  */
 import t from 'tap';
+import { checkCertificate } from '../../control-plane/relays/index.js';
 import { TunnelLeases } from '../../control-plane/tunnel/leases.js';
 import { TunnelRegistry, type LiveTunnel } from '../../control-plane/tunnel/index.js';
 import type { Session } from '../../protocol/index.js';
@@ -142,6 +143,38 @@ t.test('what the heartbeat does with a tunnel, by what the store says', async (t
     await store.query("UPDATE relay_certificates SET superseded_at = now(), overlap_until = now() + interval '1 hour' WHERE serial = $1", [r.serial]);
     await b.leases.beat();
     t.same(b.spy, {}, 'replaced but inside its overlap window: the tunnel keeps serving');
+  }
+
+  // found by review: the beat read a certificate's lapse on the store's clock, the handshake on
+  // this process's (checkCertificate, verifyClientCertificate). With the store's clock ahead, a
+  // tunnel was drained while the handshake still let the relay straight back in, and again at every
+  // beat until the clocks agreed (the relay backing off as if another relay took it over); behind,
+  // it served on past the handshake's refusal. The beat follows the handshake's clock.
+  const skewed = async (r: { relayId: string; serial: string }, offsetMs: number): Promise<{ leases: TunnelLeases; spy: Spy }> => {
+    const registry = new TunnelRegistry();
+    const leases = new TunnelLeases(store, 'rep_c', '127.0.0.1:5', registry, undefined, () => new Date(Date.now() + offsetMs));
+    const tn = tunnel(r.relayId, orgId, r.serial);
+    registry.add(tn.t);
+    await leases.claim(tn.t);
+    return { leases, spy: tn.spy };
+  };
+  for (const [what, lapse] of [
+    ['expired on the store’s clock', "not_after = now() - interval '1 second'"],
+    ['past its overlap window on the store’s clock', "superseded_at = now() - interval '1 minute', overlap_until = now() - interval '1 second'"],
+  ] as const) {
+    const r = await relay();
+    const behind = await skewed(r, -3_600_000);
+    await store.query(`UPDATE relay_certificates SET ${lapse} WHERE serial = $1`, [r.serial]);
+    t.match(await checkCertificate(store, r.serial, r.serial, new Date(Date.now() - 3_600_000)), { ok: true }, `${what}: the handshake, an hour behind, accepts it`);
+    await behind.leases.beat();
+    t.same(behind.spy, {}, `${what}, not on this process’s: the tunnel keeps serving`);
+  }
+  {
+    const r = await relay();
+    const ahead = await skewed(r, 3_600_000);
+    await store.query("UPDATE relay_certificates SET not_after = now() + interval '1 minute' WHERE serial = $1", [r.serial]);
+    await ahead.leases.beat();
+    t.match(ahead.spy.drained, /expired/, 'expired on this process’s clock, an hour ahead, only: the tunnel drains');
   }
 
   // the relay deleted through another replica
