@@ -212,7 +212,14 @@ export function createExecutor(opts: ExecutorOptions): Executor {
   let closed = false;
   /** sockets of probes still connecting (close() destroys them) */
   const probing = new Set<net.Socket>();
-  const databaseState = (ok: boolean, message = ''): void => {
+  // attempts in the order they began, and the last one that reached the database: a connection
+  // attempt that fails after a later one got an answer (a probe held by a silent database until its
+  // timeout, while a query got through meanwhile) says nothing about the database now
+  let attempts = 0;
+  let answeredAt = 0;
+  const databaseState = (ok: boolean, message = '', began = Infinity): void => {
+    if (ok) answeredAt = ++attempts;
+    else if (began < answeredAt) return;
     if (reachable === ok) return;
     reachable = ok;
     opts.onDatabaseState?.(ok ? { reachable: true } : { reachable: false, message });
@@ -249,11 +256,12 @@ export function createExecutor(opts: ExecutorOptions): Executor {
     const maxBytes = Math.min(open.limits?.maxBytes ?? limits.maxBytes, limits.maxBytes);
 
     let client: pg.PoolClient;
+    const began = ++attempts;
     try {
       client = await pool.connect();
     } catch (err) {
       const message = mapError(err).message;
-      databaseState(false, message);
+      databaseState(false, message, began);
       q.fail('RELAY_ERR_DATABASE_UNAVAILABLE', message, { retryable: true });
       return;
     }
@@ -320,6 +328,7 @@ export function createExecutor(opts: ExecutorOptions): Executor {
       const client = new GuardedPgClient({ connectionString: opts.databaseUrl, application_name: appName, connectionTimeoutMillis: limits.maxTimeoutMs, stream: () => socket });
       client.on('error', () => undefined);
       let connected = false;
+      const began = ++attempts;
       try {
         await client.connect();
         connected = true;
@@ -329,7 +338,7 @@ export function createExecutor(opts: ExecutorOptions): Executor {
       } catch (err) {
         if (closed) return 'the executor is closed';
         const message = mapError(err).message;
-        databaseState(false, message);
+        databaseState(false, message, began);
         return message;
       } finally {
         if (connected) void client.end().catch(() => socket.destroy());

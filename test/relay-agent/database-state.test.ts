@@ -70,3 +70,33 @@ t.test('close() does not wait for a probe the database never answers', { timeout
   t.type(await probe, 'string', 'the probe ends with close');
   t.same(states, [], 'and reports nothing about the database: the relay is stopping');
 });
+
+t.test('a connection attempt that fails after a later one got an answer is not reported', async (t) => {
+  // found by review: a probe held by a database that did not answer yet failed at its timeout,
+  // after a later connection had got an answer, and the log's last word was "cannot reach the
+  // database" while it answered. A minimal server: the first connection gets no answer, the next
+  // ones are accepted (AuthenticationOk, ReadyForQuery).
+  const sockets: net.Socket[] = [];
+  const server = net.createServer((s) => {
+    sockets.push(s);
+    s.on('error', () => undefined);
+    if (sockets.length === 1) return;
+    s.once('data', () => s.write(Buffer.from([0x52, 0, 0, 0, 8, 0, 0, 0, 0, 0x5a, 0, 0, 0, 5, 0x49])));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => {
+    for (const s of sockets) s.destroy();
+    server.close();
+  });
+  const port = (server.address() as net.AddressInfo).port;
+  const states: State[] = [];
+  const exec = createExecutor({ databaseUrl: `postgres://nobody:pw@127.0.0.1:${port}/none`, onDatabaseState: (s) => states.push(s) });
+  t.teardown(() => exec.close());
+  const first = once(server, 'connection');
+  const silent = exec.probe();
+  await first;
+  t.equal(await exec.probe(), null, 'a later probe gets an answer');
+  sockets[0]!.destroy(); // the first attempt fails now
+  t.type(await silent, 'string', 'the first one failed');
+  t.same(states, [{ reachable: true }], 'and is not reported: the database answers');
+});
