@@ -277,6 +277,13 @@ function checkKeyFileMode(configDir: string): void {
  * "key values mismatch".
  */
 function checkKeyPair(configDir: string, keyPem: string, certPem: string): void {
+  if (/-----BEGIN ENCRYPTED PRIVATE KEY-----|^Proc-Type: *4,ENCRYPTED/m.test(keyPem)) {
+    // OpenSSL would only say "interrupted or cancelled" (no passphrase was given: svc-relay takes none)
+    throw new RelayError(
+      'RELAY_ERR_CONFIG_INVALID',
+      `${join(configDir, KEY_FILE)} is encrypted with a passphrase, which svc-relay cannot use: write it unencrypted (openssl pkey -in key.pem -out key.pem.plain, then move it over key.pem, mode 0600), or enroll again`,
+    );
+  }
   let matches: boolean;
   try {
     matches = new X509Certificate(certPem).checkPrivateKey(createPrivateKey(keyPem));

@@ -2,6 +2,7 @@ import t from 'tap';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { chmodSync, copyFileSync, mkdtempSync, readFileSync, statSync, writeFileSync, mkdirSync } from 'node:fs';
+import { createPrivateKey } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createCa, issueClientCertificate } from '../../pki/index.js';
@@ -111,6 +112,14 @@ t.test('a key.pem that is not the key of cert.pem is refused at load, not redial
   copyFileSync(join(b, 'key.pem'), join(a, 'key.pem'));
   const err = t.throws(() => loadConfig(a), { code: 'RELAY_ERR_CONFIG_INVALID' }) as RelayError;
   t.match(err.message, /key\.pem is not the private key of .*cert\.pem.*enroll again/);
+  // found by review: a key encrypted with a passphrase (svc-relay takes none) was refused with
+  // OpenSSL's "interrupted or cancelled", which names neither the passphrase nor a way out
+  const encrypted = createPrivateKey(readFileSync(join(b, 'key.pem'), 'utf8')).export({ type: 'pkcs8', format: 'pem', cipher: 'aes-256-cbc', passphrase: 'hunter2-secret' }) as string;
+  writeFileSync(join(b, 'key.pem'), encrypted, { mode: 0o600 });
+  const enc = t.throws(() => loadConfig(b), { code: 'RELAY_ERR_CONFIG_INVALID' }) as RelayError;
+  t.match(enc.message, /key\.pem is encrypted with a passphrase.*openssl pkey/);
+  t.notMatch(enc.message, /interrupted or cancelled|hunter2/);
+  copyFileSync(join(a, 'key.pem'), join(b, 'key.pem')); // a's key.pem is b's own key (copied above)
   writeFileSync(join(a, 'key.pem'), 'not a key', { mode: 0o600 });
   t.throws(() => loadConfig(a), { code: 'RELAY_ERR_CONFIG_INVALID' }, 'an unreadable key is a configuration error too');
   t.equal(loadConfig(b).relay_id, 'rly_1', 'a pair that belongs together loads');
