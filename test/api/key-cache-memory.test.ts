@@ -2,19 +2,12 @@
  * accounts `KeyCache` against a real (embedded) store: bounded, and a key revoked in the store is
  * never written to as used.
  */
-import fs from 'node:fs/promises';
 import t from 'tap';
 import { KEY_CACHE_MAX, KEY_CACHE_MS, KeyCache, signup } from '../../control-plane/accounts/index.js';
-import { openStore } from '../../control-plane/store/index.js';
-import { storeTemplate, tempDir } from '../helpers/server.js';
+import { embeddedStore } from '../helpers/server.js';
 
 t.test('KeyCache', async (t) => {
-  const dir = await tempDir();
-  const store = await openStore({ databaseUrl: undefined, dataDir: dir, template: await storeTemplate() });
-  t.teardown(async () => {
-    await store.close();
-    await fs.rm(dir, { recursive: true, force: true });
-  });
+  const store = await embeddedStore(t);
 
   t.test('a key revoked in the store and used from the cache is not marked used', async (t) => {
     const { apiKey, agentId } = await signup(store, 'Org', 'agent');

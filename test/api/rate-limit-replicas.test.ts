@@ -4,20 +4,14 @@
  * one would. The bucket statement itself is also tested on the embedded store's engine (it runs
  * wherever PostgreSQL's SQL runs), so it is exercised on a machine without PostgreSQL too.
  */
-import fs from 'node:fs/promises';
 import t from 'tap';
 import pg from 'pg';
 import { StoreBuckets, sweepRateBuckets, TAKE_FOR_TEST } from '../../control-plane/http/rate-limit.js';
 import { openStore } from '../../control-plane/store/index.js';
-import { api, freshDatabase, openConnection, realPostgresAvailable, signupAgent, startServer, storeTemplate, tempDir } from '../helpers/server.js';
+import { api, embeddedStore, freshDatabase, openConnection, realPostgresAvailable, signupAgent, startServer, tempDir } from '../helpers/server.js';
 
 t.test('the bucket statement: burst, refill, wait, per key, sweep', async (t) => {
-  const dir = await tempDir();
-  const store = await openStore({ databaseUrl: undefined, dataDir: dir, template: await storeTemplate() });
-  t.teardown(async () => {
-    await store.close();
-    await fs.rm(dir, { recursive: true, force: true });
-  });
+  const store = await embeddedStore(t);
   const b = new StoreBuckets(store, 'test', 4, 3); // 4 tokens a second, a burst of 3
   const taken = [];
   for (let i = 0; i < 5; i++) taken.push(await b.take('k'));
@@ -40,12 +34,7 @@ t.test('the bucket statement: burst, refill, wait, per key, sweep', async (t) =>
 t.test('a key refused again at once is told the wait the store gave, not one second', async (t) => {
   // walk-through: on a PostgreSQL store the second and later 429s of a signup flood said
   // `Retry-After: 1` (the life of the in-process refusal cache) where the first said 30
-  const dir = await tempDir();
-  const store = await openStore({ databaseUrl: undefined, dataDir: dir, template: await storeTemplate() });
-  t.teardown(async () => {
-    await store.close();
-    await fs.rm(dir, { recursive: true, force: true });
-  });
+  const store = await embeddedStore(t);
   const b = new StoreBuckets(store, 'slow', 1 / 30, 1); // one every 30 s, a burst of 1
   t.equal(await b.take('k'), 0, 'the burst passes');
   const first = await b.take('k');

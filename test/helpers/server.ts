@@ -13,7 +13,8 @@ import { Catalogue } from '../../control-plane/catalogue/index.js';
 import { loadConfig, type Config, type Limits } from '../../control-plane/config.js';
 import { embeddedDemoImage } from '../../control-plane/demo/engine.js';
 import { scopeSettings } from '../../control-plane/query/scope-settings.js';
-import { embeddedStoreTemplate, MIGRATIONS, openStore } from '../../control-plane/store/index.js';
+import { embeddedStoreTemplate, MIGRATIONS, openStore, type Store } from '../../control-plane/store/index.js';
+import type { TapTest } from './tap.js';
 
 /** the test cache (TEST_CACHE_DIR, default the OS temp dir's svc-test-cache): kept between test files and runs */
 export const CACHE = process.env['TEST_CACHE_DIR'] ?? path.join(os.tmpdir(), 'svc-test-cache');
@@ -100,6 +101,17 @@ async function copyTree(from: string, to: string): Promise<void> {
 
 export async function tempDir(prefix = 'svc-test-'): Promise<string> {
   return fs.mkdtemp(path.join(os.tmpdir(), prefix));
+}
+
+/** a migrated embedded store of its own (no server), in a temporary data dir; closed and removed at the end of `t` */
+export async function embeddedStore(t: TapTest): Promise<Store> {
+  const dir = await tempDir();
+  const store = await openStore({ databaseUrl: undefined, dataDir: dir, template: await storeTemplate() });
+  t.teardown(async () => {
+    await store.close();
+    await fs.rm(dir, { recursive: true, force: true });
+  });
+  return store;
 }
 
 export interface TestServer {

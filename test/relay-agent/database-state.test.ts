@@ -5,11 +5,11 @@
  * saw `relay_unavailable` ("the relay cannot reach its database").
  */
 import { once } from 'node:events';
-import net from 'node:net';
 import t from 'tap';
 import { Session, memoryTransportPair, type ProtocolError } from '../../protocol/index.js';
 import { createExecutor } from '../../relay-agent/executor.js';
 import { customerDatabase } from '../helpers/customer-db.js';
+import { tcpServer } from '../helpers/tcp.js';
 
 type State = { reachable: true } | { reachable: false; message: string };
 
@@ -50,17 +50,7 @@ t.test('close() does not wait for a probe the database never answers', { timeout
   // server) held the probe `svc-relay run` starts with; at SIGTERM (or a permanent refusal) the
   // relay then waited in close() for the pool's connection timeout, the longest a statement may
   // run (--statement-timeout-ms, up to a day), before it exited
-  const sockets = new Set<net.Socket>();
-  const silent = net.createServer((s) => {
-    sockets.add(s);
-    s.on('error', () => undefined);
-  });
-  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => {
-    for (const s of sockets) s.destroy();
-    silent.close();
-  });
-  const port = (silent.address() as net.AddressInfo).port;
+  const { server: silent, port } = await tcpServer(t);
   const states: State[] = [];
   const exec = createExecutor({ databaseUrl: `postgres://nobody:pw@127.0.0.1:${port}/none`, limits: { maxTimeoutMs: 86_400_000 }, onDatabaseState: (s) => states.push(s) });
   const connected = once(silent, 'connection');
@@ -76,19 +66,9 @@ t.test('a connection attempt that fails after a later one got an answer is not r
   // after a later connection had got an answer, and the log's last word was "cannot reach the
   // database" while it answered. A minimal server: the first connection gets no answer, the next
   // ones are accepted (AuthenticationOk, ReadyForQuery).
-  const sockets: net.Socket[] = [];
-  const server = net.createServer((s) => {
-    sockets.push(s);
-    s.on('error', () => undefined);
-    if (sockets.length === 1) return;
-    s.once('data', () => s.write(Buffer.from([0x52, 0, 0, 0, 8, 0, 0, 0, 0, 0x5a, 0, 0, 0, 5, 0x49])));
+  const { server, port, sockets } = await tcpServer(t, (s, i) => {
+    if (i > 0) s.once('data', () => s.write(Buffer.from([0x52, 0, 0, 0, 8, 0, 0, 0, 0, 0x5a, 0, 0, 0, 5, 0x49])));
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => {
-    for (const s of sockets) s.destroy();
-    server.close();
-  });
-  const port = (server.address() as net.AddressInfo).port;
   const states: State[] = [];
   const exec = createExecutor({ databaseUrl: `postgres://nobody:pw@127.0.0.1:${port}/none`, onDatabaseState: (s) => states.push(s) });
   t.teardown(() => exec.close());

@@ -4,6 +4,7 @@ import pg from 'pg';
 import { Session, memoryTransportPair, ProtocolError } from '../../protocol/index.js';
 import { createExecutor, firstKeyword, type ExecutorLimits } from '../../relay-agent/executor.js';
 import { customerDatabase } from '../helpers/customer-db.js';
+import { tcpServer } from '../helpers/tcp.js';
 
 t.test('firstKeyword skips comments and parentheses', async (t) => {
   t.equal(firstKeyword('  -- hi\n /* a /* nested */ b */ (SELECT 1)'), 'select');
@@ -35,20 +36,11 @@ t.test('an unreachable database is a retryable RELAY_ERR_DATABASE_UNAVAILABLE', 
 });
 
 t.test('a database that accepts the connection and never answers: the query fails, the executor lets go', async (t) => {
-  const sockets = new Set<net.Socket>();
-  const silent = net.createServer((s) => {
-    sockets.add(s);
-    s.on('error', () => undefined);
-  });
-  await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
-  t.teardown(() => {
-    for (const s of sockets) s.destroy();
-    return new Promise<void>((r) => silent.close(() => r()));
-  });
+  const { port } = await tcpServer(t);
   const [a, b] = memoryTransportPair();
   const server = new Session(a, { role: 'server', pingIntervalMs: 0 });
   const relay = new Session(b, { role: 'client', pingIntervalMs: 0 });
-  const exec = createExecutor({ databaseUrl: `postgres://nobody@127.0.0.1:${(silent.address() as net.AddressInfo).port}/none`, poolSize: 1, limits: { maxTimeoutMs: 500 } });
+  const exec = createExecutor({ databaseUrl: `postgres://nobody@127.0.0.1:${port}/none`, poolSize: 1, limits: { maxTimeoutMs: 500 } });
   relay.onStream(exec.handle);
   t.teardown(async () => {
     server.close();

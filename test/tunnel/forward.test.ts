@@ -8,6 +8,7 @@ import t from 'tap';
 import { createCa } from '../../pki/index.js';
 import { RelayForwarder } from '../../control-plane/tunnel/forward.js';
 import type { Store } from '../../control-plane/store/index.js';
+import { tcpServer } from '../helpers/tcp.js';
 
 t.test('concurrent first forwards share one replica certificate', async (t) => {
   const ca = createCa({ keyBits: 2048 });
@@ -31,18 +32,7 @@ t.test('a forward stopped before or while it is sent fails alone and never ends 
   const fwd = new RelayForwarder(store, 'rep_asker', async () => ca);
   t.teardown(() => fwd.close());
   // a holder that accepts connections and never answers
-  const net = await import('node:net');
-  const sockets = new Set<import('node:net').Socket>();
-  const server = net.createServer((s) => {
-    sockets.add(s);
-    s.on('error', () => undefined);
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(() => {
-    for (const s of sockets) s.destroy();
-    server.close();
-  });
-  const port = (server.address() as import('node:net').AddressInfo).port;
+  const { port } = await tcpServer(t);
   const holder = { replicaId: 'rep_holder', address: `127.0.0.1:${port}` };
   const request = { relay_id: 'rly_x', sql: 'SELECT 1', limits: { timeoutMs: 5000, maxRows: 10, maxBytes: 1000 } } as unknown as Parameters<RelayForwarder['run']>[1];
   const uncaught: unknown[] = [];
