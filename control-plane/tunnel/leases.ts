@@ -9,9 +9,10 @@
  *
  * The same beat carries decisions made elsewhere to the tunnels held here, within a beat: a relay
  * deleted through another replica, or a certificate revoked there, closes its tunnel (the relay is
- * told not to come back); a certificate that expired, or was replaced and is past its overlap window,
- * drains its tunnel (the handshake would refuse it now); a lease taken by another replica (the relay connected again through the
- * balancer, e.g. with a renewed certificate) lets this replica's tunnel drain its running streams.
+ * told not to come back); a certificate that expired, or was replaced and is past its overlap
+ * window, drains its tunnel (the handshake would refuse it now); a lease taken by another replica
+ * (the relay connected again through the balancer, e.g. with a renewed certificate) lets this
+ * replica's tunnel drain its running streams.
  */
 import { TunnelRevocation } from '../../protocol/relay-contract.js';
 import type { Store } from '../store/index.js';
