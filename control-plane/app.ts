@@ -9,7 +9,8 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Catalogue } from './catalogue/index.js';
 import { randomId } from './ids.js';
 import type { Config } from './config.js';
-import { startDemoEngine } from './demo/engine.js';
+import { demoWorkersMax, startDemoEngine } from './demo/engine.js';
+import { StoreDemoShares } from './demo/shares.js';
 import type { DemoEngine } from './demo/query.js';
 import { cachedKeyAnswer, registerAuth } from './http/auth.js';
 import { clientErrorHandler, frameworkErrors, registerErrorHandling } from './http/errors.js';
@@ -137,11 +138,18 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   ]);
   info('store open', { ms: Date.now() - opening });
 
+  // this process among the replicas sharing the store (tunnel leases and demo holds name it)
+  const replicaId = randomId('rep', 9);
   let demoEngine: DemoEngine | undefined;
   let demoStarted: Promise<DemoEngine> | undefined;
+  // replicas on one PostgreSQL store share each sender's share of the embedded demo engines (an
+  // external demo database shares it on that database)
+  const demoShares =
+    config.databaseUrl && !config.demoDatabaseUrl ? new StoreDemoShares(config.databaseUrl, replicaId, demoWorkersMax(config.demoWorkers) + 2) : undefined;
   const demoReady = (): Promise<DemoEngine> => {
     if (!demoStarted) {
       demoStarted = startDemoEngine({
+        shares: demoShares,
         demoDatabaseUrl: config.demoDatabaseUrl,
         dataDir: config.dataDir,
         workers: config.demoWorkers,
@@ -223,8 +231,6 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
 
   const tunnels = new TunnelRegistry({ drainTimeoutMs: config.tunnelDrainMs });
   const metrics = new Metrics();
-  // this process among the replicas sharing the store (tunnel leases name it)
-  const replicaId = randomId('rep', 9);
   // the master keys (current + previous), loaded on first use: credentials and the CA's key are sealed with them
   let ringPromise: Promise<MasterKeyRing> | undefined;
   const keyRing = (): Promise<MasterKeyRing> => {
@@ -374,6 +380,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     await closing('tunnel listener', () => listener?.close());
     await closing('relay forwarder', () => services.forwarder.close());
     await closing('demo engines', async () => (await demoStarted?.catch(() => undefined))?.close());
+    await closing('demo shares', async () => demoShares?.close()); // this replica's holds end with it
     await closing('live API engines', () => restEngines.close()); // worker threads
     await closing('live connection pools', () => live.close()); // pooled connections to customers' databases
     await closing('SQL check worker', () => sqlChecker.close());

@@ -19,6 +19,7 @@ import type { SeedProgress } from './seed.js';
 import { DEMO_READER_ROLE, demoFingerprint } from './load.js';
 import { FairGate, type GateAdmissions } from './gate.js';
 import { PostgresDemoEngine } from './external.js';
+import type { DemoShares } from './shares.js';
 import { admitted, DemoQueryError, perTenant, preamble, tenantKey, type DemoEngine, type DemoEngineOptions, type DemoQuery } from './query.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -97,6 +98,8 @@ export interface EmbeddedPoolOptions {
   readonly cooldownMs?: number;
   /** starts one worker on the image (tests slow it down to play a loaded machine) */
   readonly startWorker?: (image: DataImage) => Promise<EmbeddedPostgres>;
+  /** replicas on one PostgreSQL store: each sender's share and hold kept across all of them (shares.ts) */
+  readonly shares?: DemoShares | undefined;
 }
 
 export class EmbeddedDemoEngine implements DemoEngine {
@@ -107,12 +110,14 @@ export class EmbeddedDemoEngine implements DemoEngine {
   private closed = false;
   /** every worker runs on this image, unpacked once and shared (each copies only what it writes) */
   private readonly image: Promise<DataImage>;
-  private readonly options: Required<EmbeddedPoolOptions>;
+  private readonly options: Required<Omit<EmbeddedPoolOptions, 'shares'>>;
+  private readonly shares: DemoShares | undefined;
   readonly gate: FairGate;
 
   private constructor(image: Promise<DataImage>, options: EmbeddedPoolOptions) {
     this.image = image;
     this.options = { idleRetireMs: 60_000, cooldownMs: 10_000, startWorker: (image) => EmbeddedPostgres.start({ image, settings: DEMO_WORKER_SETTINGS }), ...options };
+    this.shares = options.shares;
     // an organization's share is half of the *warm* workers: the rest are free for others at once
     // trial work together holds at most half of the warm workers, so paying organizations always
     // find a warm one
@@ -139,7 +144,11 @@ export class EmbeddedDemoEngine implements DemoEngine {
   private adopt(engine: EmbeddedPostgres): void {
     const slot: Slot = { engine, busy: false };
     this.slots.push(slot);
-    if (this.slots.length >= this.options.min) this.cooldown.clear(); // replacements are warm again
+    if (this.slots.length >= this.options.min && this.cooldown.size > 0) {
+      // replacements are warm again, here and for the other replicas
+      this.cooldown.clear();
+      void this.shares?.clear();
+    }
     this.release(slot);
   }
 
@@ -230,11 +239,35 @@ export class EmbeddedDemoEngine implements DemoEngine {
   }
 
   async run(q: DemoQuery): Promise<ReadQueryResult> {
-    this.checkCooldown(tenantKey(q));
+    const tenant = tenantKey(q);
+    this.checkCooldown(tenant);
     return admitted(this.gate, q, async (deadline) => {
-      this.checkCooldown(tenantKey(q)); // its earlier statement may have been stopped while this one waited
-      return this.runOn(await this.acquireSlot(deadline - Date.now(), q.timeoutMs), q, deadline);
+      this.checkCooldown(tenant); // its earlier statement may have been stopped while this one waited
+      // its place among every replica's statements of this sender (none to take on one replica alone)
+      const leave = await this.shares?.take(tenant, q.trial ? Math.min(this.gate.perTenant, this.gate.trialCapacity) : this.gate.perTenant, deadline, q);
+      try {
+        return await this.runOn(await this.acquireSlot(deadline - Date.now(), q.timeoutMs), q, deadline);
+      } finally {
+        leave?.();
+      }
     });
+  }
+
+  /** `tenant`'s statement cost a worker: held back here, and on every other replica (shares) */
+  private async holdBack(tenant: string): Promise<void> {
+    this.cooldown.set(tenant, Date.now());
+    const shares = this.shares;
+    if (!shares) return;
+    const max = this.options.cooldownMs;
+    // as checkCooldown: without a replacement starting, the hold ends after cooldownMs
+    setTimeout(() => {
+      if (this.starting === 0 && this.cooldown.has(tenant)) {
+        this.cooldown.delete(tenant);
+        void shares.clear(tenant);
+      }
+    }, max).unref();
+    // before the answer: a retry through another replica must find it
+    await shares.hold(tenant, 6 * max);
   }
 
   private checkCooldown(tenant: string): void {
@@ -246,6 +279,7 @@ export class EmbeddedDemoEngine implements DemoEngine {
     const max = this.options.cooldownMs;
     if (age >= 6 * max || (age >= max && this.starting === 0)) {
       this.cooldown.delete(tenant);
+      void this.shares?.clear(tenant);
       return;
     }
     const wait = Math.max(1, Math.ceil(Math.max(1000, max - age) / 1000));
@@ -285,14 +319,14 @@ export class EmbeddedDemoEngine implements DemoEngine {
       return await slot.engine.read({ preamble: preamble(q), sql: q.sql, maxRows: q.maxRows, maxBytes: q.maxBytes, direct: q.direct });
     } catch (err) {
       if (timedOut) {
-        this.cooldown.set(tenantKey(q), Date.now());
+        await this.holdBack(tenantKey(q));
         throw new DemoQueryError('DEMO_ERR_TIMEOUT', `the statement ran past its ${q.timeoutMs} ms deadline and was cancelled`);
       }
       if (err instanceof EmbeddedError && (err.sqlState === '53200' || err.sqlState === '54000')) {
         // a value or row the engine cannot build (e.g. repeat('x', 600000000)); its WASM heap is
         // not trusted with the next query: the engine is replaced (finally, below), and like a
         // statement stopped at its deadline, its sender is held back until the replacement is warm
-        this.cooldown.set(tenantKey(q), Date.now());
+        await this.holdBack(tenantKey(q));
         await slot.engine.terminate();
         throw new ApiError(
           'invalid_sql',
@@ -343,11 +377,16 @@ function seedLog(info: NonNullable<DemoEngineOptions['info']>, started: number):
   };
 }
 
-export async function startDemoEngine(o: DemoEngineOptions): Promise<DemoEngine> {
+/** the embedded engine's workers at most (under load), for `workers` kept warm */
+export function demoWorkersMax(workers: number): number {
+  return Math.max(workers * 2, workers + 1);
+}
+
+export async function startDemoEngine(o: DemoEngineOptions & { readonly shares?: DemoShares | undefined }): Promise<DemoEngine> {
   if (o.demoDatabaseUrl) {
     return PostgresDemoEngine.start(o.demoDatabaseUrl, o.datasets, undefined, o.info);
   }
-  const pool = { min: o.workers, max: Math.max(o.workers * 2, o.workers + 1) };
+  const pool = { min: o.workers, max: demoWorkersMax(o.workers), shares: o.shares };
   const file = demoImageFile(path.join(o.dataDir, 'demo'), o.datasets);
   const image = o.image ?? (await readImageFile(file));
   if (image) {

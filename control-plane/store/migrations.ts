@@ -299,6 +299,19 @@ UPDATE connections c SET revoked_at = r.revoked_at, revoked_reason = 'relay_dele
    AND c.target_id = 'postgres-relay' AND c.scopes @> jsonb_build_array('relay:' || r.id);
 `,
   },
+  {
+    version: 13,
+    // unlogged: a crash only ends holds early (each is seconds long); demo/shares.ts
+    name: 'demo senders held back on every replica while the worker their statement cost is replaced',
+    sql: `
+CREATE UNLOGGED TABLE demo_holds (
+  tenant  text NOT NULL,
+  replica text NOT NULL,
+  until   timestamptz NOT NULL,
+  PRIMARY KEY (tenant, replica)
+);
+`,
+  },
 ];
 
 /** Apply every migration not yet applied; returns the versions applied now. */

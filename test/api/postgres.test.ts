@@ -7,6 +7,7 @@ import t from 'tap';
 import pg from 'pg';
 import { generateKeyAndCsr } from '../../pki/index.js';
 import { TENANT_SPACE } from '../../control-plane/demo/external.js';
+import { watchPlaces } from '../helpers/advisory.js';
 import { api, freshDatabase, openConnection, realPostgresAvailable, signupAgent, startServer, type TestServer } from '../helpers/server.js';
 
 if (!(await realPostgresAvailable())) {
@@ -78,28 +79,14 @@ if (!(await realPostgresAvailable())) {
     const watcher = new pg.Client({ connectionString: demo.url });
     await watcher.connect();
     t.teardown(() => watcher.end());
-    let most = 0;
-    let watching = true;
-    const watch = (async () => {
-      while (watching) {
-        // the organization's places held now: its granted advisory locks in the tenant space, read
-        // from pg_locks, one consistent snapshot (pg_stat_activity is read backend by backend, so
-        // a place passed from one statement to the next during the read could be counted twice)
-        const r = await watcher.query<{ n: number }>(
-          "SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND objid::bigint >= $1 AND objid::bigint < $1 + 64",
-          [TENANT_SPACE],
-        );
-        most = Math.max(most, r.rows[0]?.n ?? 0);
-        await new Promise((res) => setTimeout(res, 20));
-      }
-    })();
+    // the organization's places held: its granted advisory locks in the tenant space
+    const watch = watchPlaces(watcher, TENANT_SPACE);
     const flood = await Promise.all(
       Array.from({ length: share * 4 }, (_, i) =>
         api<{ error?: { code: string } }>((i % 2 ? other : srv).url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: `SELECT count(*) FROM encounters a, encounters b, encounters c WHERE ${i} = ${i}` } }),
       ),
     );
-    watching = false;
-    await watch;
+    const most = await watch.stop();
     t.ok(most >= 1 && most <= share, `at most ${share} of its statements held a place on the shared database at once through two replicas: ${most} (a share per replica would allow ${share * 2})`);
     t.ok(flood.every((r) => r.status === 504 || r.status === 503), `each was cancelled at its deadline or found no place: ${[...new Set(flood.map((r) => `${r.status} ${r.body.error?.code ?? ''}`))].join(', ')}`);
     t.ok(flood.some((r) => r.status === 503), 'some waited for a place until their deadline (503, nothing charged)');

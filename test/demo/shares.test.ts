@@ -1,0 +1,168 @@
+/**
+ * Embedded demo engines of several replicas on one PostgreSQL store share each sender's share
+ * and hold (control-plane/demo/shares.ts): two engines (two replicas' worth) here, each with its
+ * own StoreDemoShares on the same real store.
+ * - a sender holds at most its share through both together: its second statement waits for the
+ *   first even when it reaches the other replica; other senders are not held up;
+ * - a wait ends at the statement's deadline (busy, nothing run) or when the statement is stopped;
+ * - a sender whose statement cost a worker on one replica is held back on the other until the
+ *   replacement is warm; the store keeps a digest, not the sender's name;
+ * - the places of a replica whose connections die are free at once.
+ * Skipped with a reason where no PostgreSQL answers.
+ */
+import pg from 'pg';
+import t from 'tap';
+import { EmbeddedPostgres } from '../../control-plane/embedded/index.js';
+import { DEMO_READER_ROLE } from '../../control-plane/demo/load.js';
+import { EmbeddedDemoEngine } from '../../control-plane/demo/engine.js';
+import { DemoQueryError, type DemoQuery } from '../../control-plane/demo/query.js';
+import { SHARE_SPACE, StoreDemoShares } from '../../control-plane/demo/shares.js';
+import { openStore } from '../../control-plane/store/index.js';
+import { blankEngine } from '../helpers/engine.js';
+import { placesHeld } from '../helpers/advisory.js';
+import { freshDatabase, realPostgresAvailable } from '../helpers/server.js';
+import type { TapTest } from '../helpers/tap.js';
+import type { DataImage } from '../../control-plane/embedded/image-fs.js';
+
+/** an empty database's image with the reader role: the sharing needs no demo data */
+async function emptyImage(): Promise<Uint8Array> {
+  const e = await blankEngine();
+  try {
+    await e.exec(`CREATE ROLE ${DEMO_READER_ROLE} NOLOGIN`);
+    return await e.dump();
+  } finally {
+    await e.terminate();
+  }
+}
+
+function query(tenant: string, sql: string, o: { timeoutMs?: number; signal?: AbortSignal } = {}): DemoQuery {
+  return { sql, direct: false, settings: [], tenant, timeoutMs: o.timeoutMs ?? 20_000, maxRows: 1000, maxBytes: 1_000_000, ...(o.signal ? { signal: o.signal } : {}) };
+}
+
+/** a statement that runs for a while in PGlite (seconds; its end is what the others are ordered against) */
+const SLOW = 'SELECT count(*) AS n FROM generate_series(1, 6000000)';
+
+const outcome = (p: Promise<unknown>): Promise<{ at: number; err?: unknown }> =>
+  p.then(
+    () => ({ at: performance.now() }),
+    (err: unknown) => ({ at: performance.now(), err }),
+  );
+
+if (!(await realPostgresAvailable())) {
+  t.skip('demo shares across replicas: no PostgreSQL answers at TEST_DATABASE_URL for the shared store', () => undefined);
+} else {
+  const db = await freshDatabase('svc_test_demo_shares');
+  const store = await openStore({ databaseUrl: db.url, dataDir: '' }); // migrates: demo_holds
+  const image = await emptyImage();
+  const admin = new pg.Client({ connectionString: db.url });
+  await admin.connect();
+  t.teardown(async () => {
+    await admin.end();
+    await store.close();
+    await db.drop();
+  });
+  /** places held on the store now (each a granted advisory lock in the shares' key space) */
+  const placesNow = (): Promise<number> => placesHeld(admin, SHARE_SPACE);
+  const untilHeld = async (n: number): Promise<void> => {
+    const until = Date.now() + 20_000;
+    while ((await placesNow()) < n) {
+      if (Date.now() > until) throw new Error(`no ${n} place(s) held on the store within 20 s`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  };
+  const replica = async (t: TapTest, name: string, o: { cooldownMs?: number; startWorker?: (img: DataImage) => Promise<EmbeddedPostgres> } = {}) => {
+    const shares = new StoreDemoShares(db.url, name, 6);
+    const engine = await EmbeddedDemoEngine.start(image, {
+      min: 2,
+      max: 2,
+      shares,
+      ...(o.cooldownMs !== undefined ? { cooldownMs: o.cooldownMs } : {}),
+      ...(o.startWorker ? { startWorker: o.startWorker } : {}),
+    });
+    t.teardown(async () => {
+      await engine.close();
+      await shares.close();
+    });
+    return { engine, shares };
+  };
+
+  t.test('one share through both replicas; other senders are not held up', async (t) => {
+    const a = await replica(t, 'rep_a');
+    const b = await replica(t, 'rep_b');
+    t.equal(a.engine.gate.perTenant, 1, 'one place per organization (two warm workers)');
+    const slow = outcome(a.engine.run(query('org_x', SLOW)));
+    await untilHeld(1);
+    const second = outcome(b.engine.run(query('org_x', 'SELECT 1 AS one')));
+    const other = outcome(b.engine.run(query('org_y', 'SELECT 1 AS one')));
+    const [s, x, y] = await Promise.all([slow, second, other]);
+    t.equal(s.err ?? x.err ?? y.err, undefined, 'all three answered');
+    t.ok(y.at < s.at, 'another organization is answered through the other replica while the first statement runs');
+    t.ok(x.at > s.at, "the organization's second statement, through the other replica, waited for its first");
+    t.equal(await placesNow(), 0, 'no place is left held');
+  });
+
+  t.test('a wait ends at the deadline, or when the statement is stopped', async (t) => {
+    const a = await replica(t, 'rep_a');
+    const b = await replica(t, 'rep_b');
+    const slow = outcome(a.engine.run(query('org_x', SLOW)));
+    await untilHeld(1);
+    const busy = await outcome(b.engine.run(query('org_x', 'SELECT 1 AS one', { timeoutMs: 1000 })));
+    const stop = new AbortController();
+    setTimeout(() => stop.abort(), 300);
+    const stopped = await outcome(b.engine.run(query('org_x', 'SELECT 1 AS one', { signal: stop.signal })));
+    const s = await slow;
+    t.ok(busy.err instanceof DemoQueryError && busy.err.code === 'DEMO_ERR_BUSY', `busy past its deadline (${String(busy.err)})`);
+    t.ok(busy.err instanceof DemoQueryError && (busy.err.retryAfter ?? 0) >= 1, 'with a retry time');
+    t.ok(busy.at < s.at, 'answered before the place came free');
+    t.ok(stopped.err instanceof DemoQueryError && stopped.err.code === 'DEMO_ERR_UNAVAILABLE', `a stopped statement stops waiting (${String(stopped.err)})`);
+    t.ok(stopped.at < s.at, 'at once, not when the place came free');
+    t.equal(s.err, undefined);
+  });
+
+  t.test("held back on every replica while the worker its statement cost is replaced", async (t) => {
+    let slowStart = false;
+    const a = await replica(t, 'rep_a', {
+      cooldownMs: 300,
+      startWorker: async (img) => {
+        if (slowStart) await new Promise((r) => setTimeout(r, 2000));
+        return EmbeddedPostgres.start({ image: img });
+      },
+    });
+    const b = await replica(t, 'rep_b');
+    slowStart = true;
+    const stopped = await outcome(a.engine.run(query('org_hog', SLOW, { timeoutMs: 300 })));
+    t.ok(stopped.err instanceof DemoQueryError && stopped.err.code === 'DEMO_ERR_TIMEOUT', `stopped at its deadline on one replica (${String(stopped.err)})`);
+    const held = await outcome(b.engine.run(query('org_hog', 'SELECT 1 AS one')));
+    t.ok(held.err instanceof DemoQueryError && held.err.code === 'DEMO_ERR_COOLDOWN', `held back on the other (${String(held.err)})`);
+    t.ok(held.err instanceof DemoQueryError && (held.err.retryAfter ?? 0) >= 1, 'with a retry time');
+    t.same((await b.engine.run(query('org_other', 'SELECT 1 AS one'))).rows, [{ one: 1 }], 'everyone else is served there');
+    const rows = (await admin.query<{ tenant: string; replica: string }>('SELECT tenant, replica FROM demo_holds')).rows;
+    t.same(rows.map((r) => r.replica), ['rep_a'], 'one hold, of the replica whose worker it cost');
+    t.notOk(rows.some((r) => r.tenant.includes('org_hog')), 'the store keeps a digest, not the sender');
+    // once the replacement is warm, the hold is gone everywhere
+    const until = Date.now() + 30_000;
+    while (a.engine.size < 2 && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+    t.equal(a.engine.size, 2, 'the replacement is warm');
+    const back = Date.now() + 5000;
+    let again = await outcome(b.engine.run(query('org_hog', 'SELECT 1 AS one')));
+    while (again.err && Date.now() < back) {
+      await new Promise((r) => setTimeout(r, 50));
+      again = await outcome(b.engine.run(query('org_hog', 'SELECT 1 AS one')));
+    }
+    t.equal(again.err, undefined, 'served again on the other replica');
+    t.equal((await admin.query('SELECT 1 FROM demo_holds')).rowCount, 0, 'no hold left');
+  });
+
+  t.test("a replica's places end with its connections", async (t) => {
+    const a = await replica(t, 'rep_a');
+    const b = await replica(t, 'rep_b');
+    const slow = outcome(a.engine.run(query('org_x', SLOW)));
+    await untilHeld(1);
+    // as when the replica dies: the store ends its sessions, and with them its locks
+    await admin.query(`SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND objid::bigint = ${SHARE_SPACE}`);
+    const next = await outcome(b.engine.run(query('org_x', 'SELECT 1 AS one')));
+    const s = await slow;
+    t.equal(next.err, undefined, 'the other replica takes the place');
+    t.ok(next.at < s.at, 'while the statement of the replica that lost it still runs');
+  });
+}
