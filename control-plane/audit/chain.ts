@@ -107,15 +107,21 @@ export class ChainVerifier {
   private prev: string;
   private checked = 0;
   private broken: VerifyResult | undefined;
+  private readonly firstSeq: number;
 
-  constructor(genesis: string) {
+  /**
+   * `genesis`: what the first event links to; `firstSeq`: its seq (1 for a whole chain; a part of
+   * one, such as an export after `after_seq`, starts later and links to that event's hash)
+   */
+  constructor(genesis: string, firstSeq = 1) {
     this.prev = genesis;
+    this.firstSeq = firstSeq;
   }
 
   /** Check the next event; false once the chain is broken (later events need not be read). */
   push(ev: StoredEvent): boolean {
     if (this.broken) return false;
-    const expectedSeq = ++this.checked;
+    const expectedSeq = this.firstSeq + this.checked++;
     const body = ev.body as EventBody;
     const fail = (reason: string): boolean => {
       this.broken = { verified: false, events_checked: this.checked, broken_at: expectedSeq, reason };

@@ -149,7 +149,7 @@ t.test('demo target: only the scoped tables, every column with its readable type
   t.same([v.body.verified, v.body.events_checked], [true, 2], 'the chain verifies on the server');
   const genesis = (await api<{ audit_genesis_hash: string }>(srv.url, 'GET', `/v1/connections/${conn}`, { key: a.key })).body.audit_genesis_hash;
   const jsonl = await api(srv.url, 'GET', `/v1/connections/${conn}/audit?format=jsonl`, { key: a.key });
-  const offline = verifyExport(jsonl.text, genesis);
+  const offline = verifyExport(jsonl.text, { link: genesis });
   t.same([offline.verified, offline.events_checked, offline.broken_at], [true, 2, null], 'the export verifies offline with the published algorithm');
 });
 

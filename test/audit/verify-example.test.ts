@@ -80,9 +80,29 @@ t.test('the example verifies a real export from any directory', async (t) => {
   const wrongGenesis = await run([SCRIPT, 'audit.jsonl', '0'.repeat(64)], elsewhere);
   t.same(wrongGenesis.out, { verified: false, events_checked: 1, broken_at: 1 }, 'another connection’s genesis is caught');
 
+  // review: a garbled line made the script throw (exit 1 with a stack, no answer) instead of reporting it
+  await fs.writeFile(path.join(elsewhere, 'garbled.jsonl'), `${lines[0]}\n{"seq":\n`);
+  const garbled = await run([SCRIPT, 'garbled.jsonl', described.body.audit_genesis_hash], elsewhere);
+  t.equal(garbled.code, 1);
+  t.same(garbled.out, { verified: false, events_checked: 2, broken_at: 2 }, 'a garbled line is reported broken, not thrown');
+  t.equal(garbled.stderr, '', 'with nothing on stderr');
+
+  // review: an export after a seq never verified (the script wanted seq 1 first)
+  const part = await (await fetch(`${srv.url}/v1/connections/${conn}/audit?format=jsonl&after_seq=1`, { headers: { authorization: `Bearer ${a.key}` } })).text();
+  await fs.writeFile(path.join(elsewhere, 'part.jsonl'), part);
+  const firstHead = (await run([SCRIPT, '-', described.body.audit_genesis_hash], elsewhere, `${lines[0]}\n`)).out?.['head'];
+  t.type(firstHead, 'string', 'the head of the export up to seq 1');
+  const tied = await run([SCRIPT, 'part.jsonl', String(firstHead), '1'], elsewhere);
+  t.equal(tied.code, 0, tied.stderr);
+  t.same(tied.out, { verified: true, events_checked: 1, broken_at: null, head: described.body.audit_head_hash }, 'the export after seq 1, tied to the head of the part before it');
+  t.same((await run([SCRIPT, 'part.jsonl', '-', '1'], elsewhere)).out, { verified: true, events_checked: 1, broken_at: null, head: described.body.audit_head_hash }, 'or checked alone (-)');
+  t.same((await run([SCRIPT, 'part.jsonl'], elsewhere)).out, { verified: false, events_checked: 1, broken_at: 1 }, 'without after_seq it must start at seq 1');
+  t.same((await run([SCRIPT, 'part.jsonl', '0'.repeat(64), '1'], elsewhere)).out, { verified: false, events_checked: 1, broken_at: 2 }, 'tied to another hash: broken');
+
   const usage = await run([SCRIPT], elsewhere);
   t.equal(usage.code, 2);
-  t.match(usage.stderr, /^usage: node verify-audit\.mjs <export\.jsonl \| -> \[audit_genesis_hash\]/);
+  t.match(usage.stderr, /^usage: node verify-audit\.mjs <export\.jsonl \| -> \[audit_genesis_hash \| hash of event after_seq \| -\] \[after_seq\]/);
+  t.equal((await run([SCRIPT, 'audit.jsonl', '-', 'x'], elsewhere)).code, 2, 'an after_seq that is not a whole number is a usage error');
 });
 
 t.test('docs/audit.md shows the script as it is', async (t) => {

@@ -151,6 +151,12 @@ t.test('a full session', async (t) => {
   t.equal(dup.code, 1, 'a line that is not its event’s canonical JSON is caught');
   t.match(dup.stdout, /BROKEN at seq 2.*canonical JSON/);
   t.equal((await svc(['audit', 'verify', '--offline', path.join(dir, 'missing.jsonl')])).code, 2);
+  // review: an export after a seq (the API's after_seq) never verified offline
+  fs.writeFileSync(file, `${lines.slice(2).join('\n')}\n`);
+  const part = await svc(['audit', 'verify', '--offline', file, '--after-seq', '2', '--genesis', (JSON.parse(lines[1] as string) as Json)['hash'] as string, '--json']);
+  t.equal(part.code, 0, part.stdout);
+  t.same([json(part)['verified'], json(part)['events_checked']], [true, lines.length - 2], '--after-seq: the events after seq 2, tied to the hash of event 2');
+  t.equal((await svc(['audit', 'verify', '--offline', file, '--after-seq', 'two'])).code, 2, 'an --after-seq that is not a whole number is a usage error');
 
   // billing
   const usage = json(await svc(['usage', '--json']));

@@ -8,37 +8,45 @@ import { type CommandKit, type Obj, tool } from './kit.js';
 
 /**
  * Verify an export offline with the published algorithm (docs/audit.md; control-plane/audit/chain.ts):
- * the first event links to `genesis` (default: its own prev_hash), each next one to the previous.
+ * the first event has seq `afterSeq + 1` (an export after `after_seq`; 1 for a whole one) and links
+ * to `link` (the connection's audit_genesis_hash, or for an export after `after_seq` the hash of
+ * event `after_seq`; default: its own prev_hash), each next one to the previous.
  */
-export function verifyExport(text: string, genesis?: string): VerifyResult & { head: string | null } {
+export function verifyExport(text: string, o: { readonly link?: string | undefined; readonly afterSeq?: number | undefined } = {}): VerifyResult & { head: string | null } {
+  const genesis = o.link;
   const lines = text.split(/\r?\n/).filter((l) => l.trim() !== '');
-  let first: Obj | undefined;
   const events: Obj[] = [];
+  const firstSeq = (o.afterSeq ?? 0) + 1;
+  const broken = (i: number, reason: string) => ({ verified: false, events_checked: i + 1, broken_at: firstSeq + i, reason, head: null });
   for (const [i, line] of lines.entries()) {
+    let e: unknown;
     try {
-      const e = JSON.parse(line) as unknown;
-      if (!e || typeof e !== 'object' || Array.isArray(e)) throw new Error('not an object');
-      events.push(e as Obj);
-      first ??= e as Obj;
+      e = JSON.parse(line) as unknown;
     } catch {
-      return { verified: false, events_checked: i + 1, broken_at: i + 1, reason: `line ${i + 1} is not a JSON event`, head: null };
+      e = undefined;
     }
+    if (!e || typeof e !== 'object' || Array.isArray(e)) return broken(i, `line ${i + 1} is not a JSON event`);
+    events.push(e as Obj);
   }
-  const start = genesis ?? (typeof first?.['prev_hash'] === 'string' ? first['prev_hash'] : '');
-  const v = new ChainVerifier(start);
+  const first = events[0];
+  const v = new ChainVerifier(genesis ?? (typeof first?.['prev_hash'] === 'string' ? first['prev_hash'] : ''), firstSeq);
   let head: string | null = genesis ?? null;
   for (const [i, e] of events.entries()) {
     // the export writes each event as its canonical JSON: any other line (a key given twice shows
     // one value and parses to another) is not the event that was hashed, even if it verifies
-    if (canon(e) !== lines[i]) {
-      return { verified: false, events_checked: i + 1, broken_at: i + 1, reason: `line ${i + 1} is not its event's canonical JSON as the export writes it (a key given twice, or the line rewritten)`, head: null };
-    }
+    if (canon(e) !== lines[i]) return broken(i, `line ${i + 1} is not its event's canonical JSON as the export writes it (a key given twice, or the line rewritten)`);
     const { hash, ...body } = e;
     if (!v.push({ seq: typeof body['seq'] === 'number' ? body['seq'] : -1, body, hash: typeof hash === 'string' ? hash : '' })) break;
     head = typeof hash === 'string' ? hash : null;
   }
   const r = v.finish();
   return { ...r, head: r.verified ? head : null };
+}
+
+function afterSeqOption(v: string | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  if (!/^\d{1,15}$/.test(v)) throw new CliFailure(EXIT.usage, `--after-seq must be a whole number of 0 or more, not ${JSON.stringify(v)}`);
+  return Number(v);
 }
 
 export function registerAuditCommands(program: Command, kit: CommandKit): void {
@@ -48,9 +56,10 @@ export function registerAuditCommands(program: Command, kit: CommandKit): void {
     .description('verify a chain on the server, or an exported JSONL file offline (--offline)')
     .argument('[connection_id]')
     .option('--offline <file>', 'verify an export (svc audit export) with the published algorithm, without the server')
-    .option('--genesis <hash>', 'with --offline: the connection’s audit_genesis_hash, to pin the first event')
+    .option('--genesis <hash>', 'with --offline: the hash the first event links to, to pin it: the connection’s audit_genesis_hash, or with --after-seq the hash of that event')
+    .option('--after-seq <n>', 'with --offline: the export starts after this seq (GET …/audit?format=jsonl&after_seq=n)')
     .action(
-      kit.action(async (c, id: string | undefined, o: { offline?: string; genesis?: string }) => {
+      kit.action(async (c, id: string | undefined, o: { offline?: string; genesis?: string; afterSeq?: string }) => {
         let r: Obj;
         if (o.offline !== undefined) {
           if (id !== undefined) throw new CliFailure(EXIT.usage, 'give either a connection id or --offline <file>, not both');
@@ -60,8 +69,9 @@ export function registerAuditCommands(program: Command, kit: CommandKit): void {
           } catch (err) {
             throw new CliFailure(EXIT.usage, `cannot read ${o.offline}: ${(err as Error).message}`);
           }
-          r = { file: o.offline, ...verifyExport(text, o.genesis) };
+          r = { file: o.offline, ...verifyExport(text, { link: o.genesis, afterSeq: afterSeqOption(o.afterSeq) }) };
         } else {
+          if (o.genesis !== undefined || o.afterSeq !== undefined) throw new CliFailure(EXIT.usage, '--genesis and --after-seq go with --offline <file>');
           if (id === undefined) throw new CliFailure(EXIT.usage, 'give a connection id (svc audit verify <connection_id>) or --offline <file>');
           r = await kit.call(c, 'verifying', tool('verify_audit')({ connection_id: id }));
         }
