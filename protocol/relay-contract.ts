@@ -64,6 +64,18 @@ export function revocationClose(reason: TunnelRevocationReason): TunnelClose {
   return reason === TunnelRevocation.RELAY_REVOKED ? TUNNEL_CLOSES.relayRevoked : TUNNEL_CLOSES.certificateRevoked;
 }
 
+/**
+ * Why the control plane drains a relay's tunnel (the `code` of its GOAWAY; the relay reconnects
+ * after each). A relay that knows none of them reads the GOAWAY as a takeover.
+ */
+export const TunnelDrain = {
+  /** a newer connection of this relay became current (on this replica or another): another svc-relay with the same configuration, or this one's own reconnect */
+  REPLACED: 'tunnel_replaced',
+  /** the certificate the tunnel was opened with expired, or was replaced and its overlap window ended */
+  CERTIFICATE_LAPSED: 'certificate_lapsed',
+} as const;
+export type TunnelDrainReason = (typeof TunnelDrain)[keyof typeof TunnelDrain];
+
 /** The closes after which reconnecting is pointless: exactly those the control plane sends as permanent. */
 export const PERMANENT_TUNNEL_CLOSES: readonly TunnelClose[] = Object.values(TUNNEL_CLOSES).filter((c: TunnelClose) => c.permanent);
 

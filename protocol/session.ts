@@ -194,9 +194,10 @@ export class Session {
   /**
    * Graceful drain: sends GOAWAY (the peer opens nothing new; streams it opened above the
    * last one seen here are refused with PROTO_ERR_GOAWAY), lets the open streams finish, then
-   * closes with 1000. With `timeoutMs`, closes anyway when it runs out.
+   * closes with 1000. With `timeoutMs`, closes anyway when it runs out. `code` tells the peer why
+   * (default PROTO_ERR_GOAWAY).
    */
-  drain(opts: { timeoutMs?: number; message?: string } = {}): Promise<void> {
+  drain(opts: { timeoutMs?: number; message?: string; code?: string } = {}): Promise<void> {
     if (this.#state === 'closed') return Promise.resolve();
     if (this.#state === 'hello') {
       this.close();
@@ -205,7 +206,7 @@ export class Session {
     const p = new Promise<void>((resolve) => this.#drainWaiters.push(resolve));
     if (!this.#draining) {
       this.#draining = true;
-      const goaway: GoawayInfo = { lastStreamId: this.#streams.stopAccepting(), code: 'PROTO_ERR_GOAWAY' };
+      const goaway: GoawayInfo = { lastStreamId: this.#streams.stopAccepting(), code: (opts.code ?? 'PROTO_ERR_GOAWAY').slice(0, 128) };
       if (opts.message !== undefined) goaway.message = opts.message.slice(0, 4096);
       this.#sendFrame({ type: 'GOAWAY', streamId: 0, goaway });
     }

@@ -49,17 +49,17 @@ export interface ConnectionEnd {
   /** `<code> <reason>` and the error's message */
   text: string;
   /**
-   * the control plane drained the session (GOAWAY) before it ended: it moved the relay's tunnel to
-   * a newer connection, with the GOAWAY's message when it sent one
+   * the control plane drained the session (GOAWAY) before it ended, with the GOAWAY's code (why:
+   * TunnelDrain in the relay contract) and message when it sent them
    */
-  drainedByPeer: { message: string | undefined } | null;
+  drainedByPeer: { code: string | undefined; message: string | undefined } | null;
 }
 
 /** How a session's close reads in logs, and whether it is permanent. `goaway`: the peer's GOAWAY, when it sent one. */
 export function connectionEnd(info: SessionCloseInfo, goaway: GoawayInfo | null = null): ConnectionEnd {
   const why = info.error?.code && info.error.remote ? info.error.code : info.reason;
   const text = `${info.code} ${info.reason}${info.error ? ` (${info.error.message})` : ''}`;
-  return { info, permanent: isPermanentClose(info.code, info.reason), why, text, drainedByPeer: goaway ? { message: goaway.message } : null };
+  return { info, permanent: isPermanentClose(info.code, info.reason), why, text, drainedByPeer: goaway ? { code: goaway.code, message: goaway.message } : null };
 }
 
 export class TunnelConnection {

@@ -18,6 +18,7 @@
  * current connection, so the previous one's close is not a lost tunnel.
  */
 import { CloseCode, type IncomingQuery, type SessionOptions, type Session } from '../protocol/index.js';
+import { TunnelDrain } from '../protocol/relay-contract.js';
 import { DialError, TunnelConnection, type ConnectionEnd, type Dialer } from './connection.js';
 import { RelayError } from './errors.js';
 
@@ -219,7 +220,13 @@ export class Supervisor {
         return this.#closed({ reason: 'permanent', message: `the control plane closed the tunnel for good (${end.why}): ${end.text}. The relay was revoked or deleted, or its certificate is no longer accepted; re-enroll with a new token` });
       }
       if (this.#state === 'connected') this.#to('connecting');
-      if (end.drainedByPeer) {
+      if (end.drainedByPeer?.code === TunnelDrain.CERTIFICATE_LAPSED) {
+        // not a takeover: the certificate this tunnel was opened with expired, or was replaced
+        // and its overlap window ended; the next dial presents the certificate this process
+        // holds now (a renewed one), or the handshake refuses it and says why
+        this.#takeovers = 0;
+        this.#log(`tunnel drained by the control plane: ${end.drainedByPeer.message ?? 'its certificate expired or was replaced'}`);
+      } else if (end.drainedByPeer) {
         // The control plane made a newer connection of this relay current, one this process did
         // not dial: most likely a second svc-relay with the same configuration. Reconnecting at
         // once would take the tunnel back and forth between the two several times a second, so

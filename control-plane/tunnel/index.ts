@@ -23,7 +23,7 @@ import type { TLSSocket } from 'node:tls';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { issueServerCertificate, tlsServerOptions, verifyClientCertificate, type Ca, type PkiErrorCode } from '../../pki/index.js';
 import { DEFAULT_MAX_FRAME_SIZE, Session } from '../../protocol/index.js';
-import { TUNNEL_CLOSES, TunnelRefusal, revocationClose, wsTransport, type TunnelRefusalReason, type TunnelRefusalStatus, type TunnelRevocationReason } from '../../protocol/relay-contract.js';
+import { TUNNEL_CLOSES, TunnelDrain, TunnelRefusal, revocationClose, wsTransport, type TunnelRefusalReason, type TunnelRefusalStatus, type TunnelDrainReason, type TunnelRevocationReason } from '../../protocol/relay-contract.js';
 import { DEFAULT_TUNNEL_DRAIN_MS } from '../config.js';
 import { isApiError } from '../errors.js';
 import { relayCa } from '../relays/ca.js';
@@ -79,18 +79,18 @@ export class TunnelRegistry {
    * The relay's current tunnel drains (no new streams, the running ones finish, closed after
    * drainTimeoutMs at the latest): the relay is now served through another replica.
    */
-  yieldTunnel(relayId: string, message: string): void {
+  yieldTunnel(relayId: string, message: string, why: TunnelDrainReason = TunnelDrain.REPLACED): void {
     const t = this.live.get(relayId);
     if (!t) return;
     this.live.delete(relayId);
-    this.drain(t, message);
+    this.drain(t, message, why);
   }
 
   /** `t` takes no new streams; its running ones finish, then it closes (after drainTimeoutMs at the latest). */
-  private drain(t: LiveTunnel, message: string): void {
+  private drain(t: LiveTunnel, message: string, why: TunnelDrainReason): void {
     this.draining.add(t);
     t.session.closed.then(() => this.draining.delete(t), () => this.draining.delete(t));
-    void t.session.drain({ timeoutMs: this.drainTimeoutMs, message });
+    void t.session.drain({ timeoutMs: this.drainTimeoutMs, message, code: why });
   }
 
   /** tunnels of a relay that were replaced and are still draining */
@@ -107,7 +107,7 @@ export class TunnelRegistry {
     const previous = this.live.get(t.relayId);
     this.live.set(t.relayId, t);
     if (!previous || previous === t) return;
-    this.drain(previous, 'replaced by a newer connection');
+    this.drain(previous, 'replaced by a newer connection', TunnelDrain.REPLACED);
   }
 
   /** @internal */

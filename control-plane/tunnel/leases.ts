@@ -14,7 +14,7 @@
  * (the relay connected again through the balancer, e.g. with a renewed certificate) lets this
  * replica's tunnel drain its running streams.
  */
-import { TunnelRevocation } from '../../protocol/relay-contract.js';
+import { TunnelDrain, TunnelRevocation } from '../../protocol/relay-contract.js';
 import type { Store } from '../store/index.js';
 import type { LiveTunnel, TunnelRegistry } from './index.js';
 
@@ -156,7 +156,7 @@ export class TunnelLeases {
         // the tunnel does not outlive it. It drains (not closed for good: a relay that renewed
         // itself reconnects with its new certificate; one that cannot is refused at the handshake)
         this.log?.info({ relay_id: row.id, serial: row.serial }, 'relay certificate expired or past its overlap window: tunnel drained');
-        this.registry.yieldTunnel(row.id, 'the certificate this tunnel was opened with expired, or was replaced and its overlap window ended: reconnect with the current certificate');
+        this.registry.yieldTunnel(row.id, 'the certificate this tunnel was opened with expired, or was replaced and its overlap window ended: reconnect with the current certificate', TunnelDrain.CERTIFICATE_LAPSED);
         continue;
       }
       if (row.kept || this.claiming.has(t)) continue;

@@ -7,6 +7,7 @@
  */
 import t from 'tap';
 import { RelayAgent } from '../../relay-agent/index.js';
+import { TunnelDrain } from '../../protocol/relay-contract.js';
 import { echo, fakeClock, fakeDialer, srv, until } from './fakes.js';
 
 t.test('a tunnel taken over again and again backs off instead of flapping', async (t) => {
@@ -40,6 +41,26 @@ t.test('a single takeover after a stable tunnel waits at most the second delay',
   void (await srv(d, 0)).drain({ message: 'replaced by a newer connection' });
   await until(() => d.servers.length === 2 && agent.state === 'connected');
   t.same(clock.sleeps, [500]);
+  await agent.drain();
+  t.equal((await run).reason, 'stopped');
+});
+
+t.test('a tunnel drained because its certificate lapsed is not a takeover', async (t) => {
+  const clock = fakeClock();
+  const d = fakeDialer();
+  const lines: string[] = [];
+  const agent = new RelayAgent({ dial: d.dial, handler: echo, clock, backoff: { random: () => 0.5 }, session: { pingIntervalMs: 0 }, log: (l) => lines.push(l) });
+  const run = agent.run();
+  for (let i = 0; i < 3; i++) {
+    await until(() => d.servers.length === i + 1 && agent.state === 'connected');
+    // what the control plane's lease beat does when the tunnel's certificate expired or passed its overlap window
+    void (await srv(d, i)).drain({ timeoutMs: 60_000, code: TunnelDrain.CERTIFICATE_LAPSED, message: 'the certificate this tunnel was opened with expired' });
+  }
+  await until(() => d.servers.length === 4 && agent.state === 'connected');
+  // walk-through: the relay logged "tunnel taken over … is another svc-relay running?" and backed off as for a takeover
+  t.notMatch(lines.join('\n'), /taken over|another svc-relay/, 'not reported as a takeover');
+  t.match(lines.join('\n'), /drained by the control plane: the certificate this tunnel was opened with expired/, 'the log says why');
+  t.same(clock.sleeps, [250, 250, 250], 'the first delay each time, not a growing takeover backoff');
   await agent.drain();
   t.equal((await run).reason, 'stopped');
 });

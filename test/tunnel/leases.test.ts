@@ -13,10 +13,13 @@ import { checkCertificate } from '../../control-plane/relays/index.js';
 import { TunnelLeases } from '../../control-plane/tunnel/leases.js';
 import { TunnelRegistry, type LiveTunnel } from '../../control-plane/tunnel/index.js';
 import type { Session } from '../../protocol/index.js';
+import { TunnelDrain } from '../../protocol/relay-contract.js';
 import { signupAgent, startServer } from '../helpers/server.js';
 
 interface Spy {
   drained?: string;
+  /** the GOAWAY's code: why (TunnelDrain) */
+  drainCode?: string;
   closed?: string;
 }
 
@@ -24,7 +27,10 @@ function tunnel(relayId: string, orgId: string, serial: string): { t: LiveTunnel
   const spy: Spy = {};
   const session = {
     closed: new Promise<void>(() => undefined),
-    drain: async (o: { message?: string }) => void (spy.drained = o.message ?? 'drained'),
+    drain: async (o: { message?: string; code?: string }) => {
+      spy.drained = o.message ?? 'drained';
+      if (o.code !== undefined) spy.drainCode = o.code;
+    },
     close: (_code: number, reason: string) => void (spy.closed = reason),
   } as unknown as Session;
   return { t: { relayId, orgId, serial, session, connectedAt: new Date(), version: 'test/1', terminate: () => undefined }, spy };
@@ -71,6 +77,7 @@ t.test('what the heartbeat does with a tunnel, by what the store says', async (t
     await a.leases.beat();
     await b.leases.beat();
     t.match(ta.spy.drained, /another replica/, 'the older tunnel drains');
+    t.equal(ta.spy.drainCode, TunnelDrain.REPLACED, 'as replaced by a newer connection');
     t.equal(ta.spy.closed, undefined, 'and is not closed for good');
     t.equal(tb.spy.drained, undefined, 'the newer one stays');
     t.equal(await holderOf(r.relayId), 'rep_b');
@@ -135,6 +142,7 @@ t.test('what the heartbeat does with a tunnel, by what the store says', async (t
     await store.query(`UPDATE relay_certificates SET ${lapse} WHERE serial = $1`, [r.serial]);
     await b.leases.beat();
     t.match(b.spy.drained, /overlap window ended|expired/, `${what}: the tunnel drains`);
+    t.equal(b.spy.drainCode, TunnelDrain.CERTIFICATE_LAPSED, `${what}: and tells the relay why (not a takeover)`);
     t.equal(b.spy.closed, undefined, `${what}: not closed for good (a relay that renewed comes back with its new certificate)`);
   }
   {
