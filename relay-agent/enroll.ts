@@ -6,7 +6,7 @@
  * 429 or a 5xx; a refusal (another 4xx: unknown, used or expired token) ends it at once.
  */
 import { createPrivateKey, X509Certificate } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, constants, existsSync, fstatSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { generateKeyAndCsr, identityOf } from '../pki/index.js';
 import { RelayError } from './errors.js';
@@ -250,8 +250,7 @@ export function loadConfig(configDir: string, log?: (line: string) => void): Loa
   if (!isStr(cfg.relay_id) || !isStr(cfg.tunnel_url) || !isStr(cfg.expires_at)) {
     throw new RelayError('RELAY_ERR_CONFIG_INVALID', `${join(configDir, RELAY_JSON)} lacks relay_id, tunnel_url or expires_at`);
   }
-  const keyPem = read(KEY_FILE);
-  checkKeyFileMode(configDir);
+  const keyPem = readKeyFile(configDir);
   const certPem = read(CERT_FILE);
   const caCertPem = read(CA_FILE);
   checkKeyPair(configDir, keyPem, certPem);
@@ -259,14 +258,29 @@ export function loadConfig(configDir: string, log?: (line: string) => void): Loa
 }
 
 /**
- * The private key must be readable by its owner only, as enroll and every renewal write it (0600):
- * the relay already refuses such a `--database-url-file`, and this key is its identity.
+ * The private key, which must be readable by its owner only, as enroll and every renewal write it
+ * (0600): the relay already refuses such a `--database-url-file`, and this key is its identity.
+ * The mode is read from the file opened, so the file checked is the file read.
  */
-function checkKeyFileMode(configDir: string): void {
-  if (process.platform === 'win32') return;
-  const mode = statSync(join(configDir, KEY_FILE)).mode & 0o777;
-  if ((mode & 0o077) !== 0) {
-    throw new RelayError('RELAY_ERR_CONFIG_INVALID', `${join(configDir, KEY_FILE)} can be read by other users (mode ${mode.toString(8)}); chmod 600 it (the key may have leaked: if others could read it, delete the relay and enroll again)`);
+function readKeyFile(configDir: string): string {
+  const file = join(configDir, KEY_FILE);
+  let fd: number;
+  try {
+    // O_NONBLOCK: opening a named pipe must not wait for a writer (fstat refuses it next)
+    fd = openSync(file, constants.O_RDONLY | (constants.O_NONBLOCK ?? 0));
+  } catch (err) {
+    throw new RelayError('RELAY_ERR_CONFIG_MISSING', `cannot read ${file}: run \`svc-relay enroll\` first`, { cause: err });
+  }
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile()) throw new RelayError('RELAY_ERR_CONFIG_INVALID', `${file} is not a regular file`);
+    const mode = st.mode & 0o777;
+    if (process.platform !== 'win32' && (mode & 0o077) !== 0) {
+      throw new RelayError('RELAY_ERR_CONFIG_INVALID', `${file} can be read by other users (mode ${mode.toString(8)}); chmod 600 it (the key may have leaked: if others could read it, delete the relay and enroll again)`);
+    }
+    return readFileSync(fd, 'utf8');
+  } finally {
+    closeSync(fd);
   }
 }
 

@@ -1,7 +1,8 @@
 import t from 'tap';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { chmodSync, copyFileSync, mkdtempSync, readFileSync, statSync, writeFileSync, mkdirSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { chmodSync, copyFileSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, mkdirSync } from 'node:fs';
 import { createPrivateKey } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -137,4 +138,15 @@ t.test('a private key that other users can read is refused at load', async (t) =
   }
   chmodSync(join(dir, 'key.pem'), 0o400);
   t.equal(loadConfig(dir).relay_id, 'rly_1', 'owner-only (0400 or 0600) loads');
+});
+
+t.test('key.pem that is not a regular file is refused at load, without waiting', async (t) => {
+  // review: the key was read by path and its mode checked by path afterwards; a named pipe made the read wait for a writer for ever
+  const { url } = await fakeServer(t, okHandler);
+  const dir = join(mkdtempSync(join(tmpdir(), 'relay-')), 'cfg');
+  await enroll({ controlPlane: url, token: 'tok', configDir: dir, keyBits: 2048 });
+  rmSync(join(dir, 'key.pem'));
+  execFileSync('mkfifo', ['-m', '600', join(dir, 'key.pem')]);
+  const err = t.throws(() => loadConfig(dir), { code: 'RELAY_ERR_CONFIG_INVALID' }) as RelayError;
+  t.match(err.message, /key\.pem is not a regular file/);
 });
