@@ -102,6 +102,11 @@ export function urlFromPgEnv(env: NodeJS.ProcessEnv): string | undefined {
 export function checkDatabaseUrl(url: string, source: ResolvedDatabaseUrl['source']): void {
   if (url.startsWith('/')) return;
   if (!/^(?:postgres|postgresql|socket):/i.test(url)) throw invalid(`the database URL from ${source} is not a postgres:// URL (postgres://user:password@host:5432/database)`);
+  // a `#` starts the URL's fragment: one left unencoded in a password (`user:1234#x@db`) is read
+  // as host `user`, port 1234, which parses but is not the database meant
+  if (/#.*@/.test(url)) {
+    throw invalid(`the database URL from ${source} has a # before its @: percent-encode # in the user name or password as %23`);
+  }
   const text = / |%[^a-f0-9]|%[a-f0-9][^a-f0-9]/i.test(url) ? encodeURI(url).replace(/%25(\d\d)/g, '%$1') : url;
   if (!URL.canParse(text) && !URL.canParse(text.replace('@/', '@___DUMMY___/'))) {
     throw invalid(`the database URL from ${source} cannot be parsed (check the port, and percent-encode any of / ? # @ : in the user name or password)`);

@@ -40,6 +40,8 @@ const bad = (field: string, message: string): ApiError => new ApiError('invalid_
 
 /** Parse a database URL of one of `schemes` (e.g. ['postgres:', 'postgresql:']); throws 400 without echoing it. */
 export function parseDatabaseUrl(secret: string, schemes: readonly string[], defaultPort: number, example: string): DatabaseUrl {
+  // a `#` left unencoded in a password starts the fragment: `u:1234#x@db` reads as host `u`, port 1234
+  if (/#.*@/.test(secret)) throw bad('secret', 'the URL has a # before its @: percent-encode # in the user name or password as %23');
   let u: URL;
   try {
     u = new URL(secret);

@@ -23,6 +23,10 @@ t.test('URLs become explicit settings', async (t) => {
   t.throws(() => pgUrl('postgres://u:p@h/app?options=-c%20role%3Dadmin'), { code: 'invalid_request' }, 'no driver options through the URL');
   t.throws(() => pgUrl('postgres://u:p@h/a/b'), { code: 'invalid_request' });
   t.throws(() => pgUrl('postgres://u:p@h/app#x'), { code: 'invalid_request' });
+  // an unencoded # in a password was read as host and port ('u', 1234) and refused as naming no user
+  for (const s of ['postgres://u:1234#x@db/app', 'postgres://u:pa#ss@db/app']) {
+    t.throws(() => pgUrl(s), { code: 'invalid_request', message: /# before its @: percent-encode # .* as %23/ }, s);
+  }
 });
 
 t.test('where to connect: private addresses by configuration, the control plane’s own databases never', async (t) => {
