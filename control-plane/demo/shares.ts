@@ -54,6 +54,16 @@ function digest(tenant: string): Digest {
   return { key: h.readInt32BE(0), name: h.subarray(0, 16).toString('hex') };
 }
 
+/** DEMO_ERR_COOLDOWN for a sender held back (by another replica's hold) for `ms` more */
+function heldBack(tenant: string, ms: number): DemoQueryError {
+  const wait = Math.max(1, Math.ceil(ms / 1000));
+  return new DemoQueryError(
+    'DEMO_ERR_COOLDOWN',
+    `${tenant.startsWith('trial:') ? 'a free-trial statement from this address' : "this organization's last statement"} cost a demo engine its worker on another replica (it ran past its deadline, or needed more memory than the engine has) and the replacement is still starting; nothing was run or charged: retry in ${wait} s`,
+    { retryAfter: wait },
+  );
+}
+
 interface Placement {
   readonly place: number | null;
   readonly held_ms: number | null;
@@ -111,25 +121,34 @@ export class StoreDemoShares implements DemoShares {
       }
       if (placement?.held_ms !== null && placement?.held_ms !== undefined && placement.held_ms > 0) {
         await rollback();
-        const wait = Math.max(1, Math.ceil(placement.held_ms / 1000));
-        throw new DemoQueryError(
-          'DEMO_ERR_COOLDOWN',
-          `${tenant.startsWith('trial:') ? 'a free-trial statement from this address' : "this organization's last statement"} cost a demo engine its worker on another replica (it ran past its deadline, or needed more memory than the engine has) and the replacement is still starting; nothing was run or charged: retry in ${wait} s`,
-          { retryAfter: wait },
-        );
+        throw heldBack(tenant, placement.held_ms);
       }
       if (placement && placement.place !== null) return release;
       // every place is held (through this or another replica): wait in the lock's queue for one
       try {
         await c.query(`SELECT pg_advisory_xact_lock(${d.key}, ${SHARE_SPACE} + ${turn % n})`);
-        return release;
       } catch (err) {
         await rollback();
         if (!(err instanceof pg.DatabaseError && err.code === '55P03')) {
           throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the store, which shares the demo engines between replicas, could not be asked for a place');
         }
         // lock_not_available: not yet; ask again (for any place) while time is left
+        continue;
       }
+      // a place given up by a statement that cost its worker comes with that sender's hold, written
+      // just before: read in a statement of its own (the one that waited has a snapshot from before)
+      let heldMs: number | null | undefined;
+      try {
+        heldMs = (await c.query<{ held_ms: number | null }>(`SELECT ${held} AS held_ms`)).rows[0]?.held_ms;
+      } catch {
+        await rollback();
+        throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the store, which shares the demo engines between replicas, could not be asked for a place');
+      }
+      if (heldMs !== null && heldMs !== undefined && heldMs > 0) {
+        await rollback();
+        throw heldBack(tenant, heldMs);
+      }
+      return release;
     }
   }
 

@@ -153,6 +153,35 @@ if (!(await realPostgresAvailable())) {
     t.equal((await admin.query('SELECT 1 FROM demo_holds')).rowCount, 0, 'no hold left');
   });
 
+  // (70ee84f let it run: a place won in the lock's queue was not checked against the hold that
+  // the runaway's replica writes just before it gives the place up)
+  t.test('a statement waiting through another replica for the place a runaway gives up is held back, not run', async (t) => {
+    let slowStart = false;
+    const a = await replica(t, 'rep_a', {
+      cooldownMs: 300,
+      startWorker: async (img) => {
+        if (slowStart) await new Promise((r) => setTimeout(r, 3000));
+        return EmbeddedPostgres.start({ image: img });
+      },
+    });
+    const b = await replica(t, 'rep_b');
+    slowStart = true;
+    const runaway = outcome(a.engine.run(query('org_hog', SLOW, { timeoutMs: 1500 })));
+    await untilHeld(1);
+    const waiting = outcome(b.engine.run(query('org_hog', 'SELECT 1 AS one')));
+    // its statement through replica b queues for the place (in the lock's queue on the store)
+    const until = Date.now() + 20_000;
+    while ((await admin.query(`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objsubid = 2 AND objid::bigint = ${SHARE_SPACE}`)).rowCount === 0) {
+      if (Date.now() > until) throw new Error('the second statement never queued for the place');
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    const r = await runaway;
+    t.ok(r.err instanceof DemoQueryError && r.err.code === 'DEMO_ERR_TIMEOUT', `the runaway is stopped at its deadline on replica a (${String(r.err)})`);
+    const w = await waiting;
+    t.ok(w.err instanceof DemoQueryError && w.err.code === 'DEMO_ERR_COOLDOWN', `the queued statement is held back on replica b when it gets the place (${String(w.err ?? 'it ran')})`);
+    t.equal(await placesNow(), 0, 'and gives the place back');
+  });
+
   t.test("a replica's places end with its connections", async (t) => {
     const a = await replica(t, 'rep_a');
     const b = await replica(t, 'rep_b');
