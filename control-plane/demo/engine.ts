@@ -241,11 +241,15 @@ export class EmbeddedDemoEngine implements DemoEngine {
   async run(q: DemoQuery): Promise<ReadQueryResult> {
     const tenant = tenantKey(q);
     this.checkCooldown(tenant);
-    return admitted(this.gate, q, async (deadline) => {
+    // the statement has its engine once it has its place across the replicas too, not at the gate:
+    // an agent that leaves while it waits for that place is not charged (nothing ran)
+    const { onStart, ...gated } = q;
+    return admitted(this.gate, gated, async (deadline) => {
       this.checkCooldown(tenant); // its earlier statement may have been stopped while this one waited
       // its place among every replica's statements of this sender (none to take on one replica alone)
       const leave = await this.shares?.take(tenant, q.trial ? Math.min(this.gate.perTenant, this.gate.trialCapacity) : this.gate.perTenant, deadline, q);
       try {
+        if (!q.signal?.aborted) onStart?.();
         return await this.runOn(await this.acquireSlot(deadline - Date.now(), q.timeoutMs), q, deadline);
       } finally {
         leave?.();

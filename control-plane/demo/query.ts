@@ -26,7 +26,7 @@ export interface DemoQuery {
   readonly trial?: boolean;
   /** the caller's client address (trial work is shared per address, not per organization) */
   readonly address?: string;
-  /** called once the statement has an engine (admitted by the gate), before it runs */
+  /** called once the statement has an engine (admitted by the gate, and its place across replicas taken), before it runs */
   readonly onStart?: () => void;
 }
 
