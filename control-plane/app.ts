@@ -107,6 +107,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
         : { level: config.logLevel, redact: { paths: ['req.headers.authorization', 'req.headers.cookie'], censor: '[redacted]' }, ...(options.logStream ? { stream: options.logStream } : {}) },
     bodyLimit: config.limits.bodyLimitBytes,
     genReqId: () => randomId('req', 9),
+    // behind balancers named in SVC_TRUSTED_PROXIES, the client is the address they forward
+    // (signup limits and the demo engines' free-trial share count client addresses)
+    ...(config.trustedProxies.length > 0 ? { trustProxy: [...config.trustedProxies] } : {}),
     requestIdHeader: false,
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false } },
     // requests in flight finish on close; idle keep-alive sockets are closed at once

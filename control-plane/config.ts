@@ -7,6 +7,7 @@
  * default: {@link SETTINGS}), and the Config assembled from the parsed values, where a few
  * defaults derive from other settings (the public URLs from HOST and the ports).
  */
+import { isIP } from 'node:net';
 import path from 'node:path';
 
 export interface Limits {
@@ -47,6 +48,11 @@ export interface Config {
   readonly demoDatabaseUrl: string | undefined;
   /** bearer token GET /metrics requires (SVC_METRICS_TOKEN); undefined: /metrics is open */
   readonly metricsToken: string | undefined;
+  /**
+   * addresses (or CIDR ranges) of balancers whose X-Forwarded-For names the client
+   * (SVC_TRUSTED_PROXIES); empty: the client is the TCP peer
+   */
+  readonly trustedProxies: readonly string[];
   /** host:port where other replicas reach this replica's tunnel listener directly (SVC_REPLICA_ADDRESS); undefined: HOST and the tunnel port */
   readonly replicaAddress: string | undefined;
   /** base URL written into responses; derived from host/port when unset */
@@ -176,6 +182,14 @@ const duration =
     return Number.isFinite(ms) && ms >= minMs && ms <= maxMs ? { value: ms } : { problem: `${name} ${expected}${got(t)}` };
   };
 
+/** an IP address, or a CIDR range of them (a balancer's, SVC_TRUSTED_PROXIES) */
+function isProxyAddress(t: string): boolean {
+  const [address = '', bits, ...rest] = t.split('/');
+  const family = isIP(address);
+  if (family === 0 || rest.length > 0) return false;
+  return bits === undefined || (/^\d{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128));
+}
+
 /** text that passes `test`; `expected` completes "NAME …" */
 const checked =
   (test: (t: string) => boolean, expected: string): Parser<string> =>
@@ -232,6 +246,10 @@ export const SETTINGS = {
   DATABASE_URL: optional(url(POSTGRES_URL)),
   SVC_DEMO_DATABASE_URL: optional(url(POSTGRES_URL)),
   SVC_METRICS_TOKEN: optional(checked((t) => t.length >= 16 && !/\s/.test(t), 'must be at least 16 characters without spaces')),
+  SVC_TRUSTED_PROXIES: setting(
+    list(checked(isProxyAddress, ''), { skipBlank: true, max: 64, echo: true, expected: 'must be a comma list of IP addresses or CIDR ranges (e.g. 10.0.0.0/8, fd00::/8) of the balancers in front' }),
+    [] as string[],
+  ),
   SVC_REPLICA_ADDRESS: optional(
     checked((t) => /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/.test(t) && Number(t.slice(t.lastIndexOf(':') + 1)) <= 65535, 'must be host:port (an IPv6 address in brackets), the address other replicas dial to reach this one'),
   ),
@@ -342,6 +360,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     demoDatabaseUrl: v.SVC_DEMO_DATABASE_URL,
     replicaAddress: v.SVC_REPLICA_ADDRESS,
     metricsToken: v.SVC_METRICS_TOKEN,
+    trustedProxies: v.SVC_TRUSTED_PROXIES,
     publicUrl: v.SVC_PUBLIC_URL ?? `http://${hostForUrl}:${v.PORT}`,
     tunnelPublicUrl: v.SVC_TUNNEL_PUBLIC_URL ?? `wss://${hostForUrl}:${v.SVC_TUNNEL_PORT}`,
     dashboardUrl: v.SVC_DASHBOARD_URL,

@@ -30,6 +30,7 @@ t.test('the defaults', async (t) => {
     demoDatabaseUrl: undefined,
     replicaAddress: undefined,
     metricsToken: undefined,
+    trustedProxies: [],
     publicUrl: 'http://127.0.0.1:8080',
     tunnelPublicUrl: 'wss://127.0.0.1:8443',
     dashboardUrl: 'https://dashboard.svc.example',
