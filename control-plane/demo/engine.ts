@@ -247,7 +247,8 @@ export class EmbeddedDemoEngine implements DemoEngine {
     return admitted(this.gate, gated, async (deadline) => {
       this.checkCooldown(tenant); // its earlier statement may have been stopped while this one waited
       // its place among every replica's statements of this sender (none to take on one replica alone)
-      const leave = await this.shares?.take(tenant, q.trial ? Math.min(this.gate.perTenant, this.gate.trialCapacity) : this.gate.perTenant, deadline, q);
+      const places = q.trial ? Math.min(this.gate.perTenant, this.gate.trialCapacity) : this.gate.perTenant;
+      const leave = await this.shares?.take(tenant, places, deadline, { timeoutMs: q.timeoutMs, signal: q.signal, holdRetryMs: this.options.cooldownMs });
       try {
         if (!q.signal?.aborted) onStart?.();
         return await this.runOn(await this.acquireSlot(deadline - Date.now(), q.timeoutMs), q, deadline);

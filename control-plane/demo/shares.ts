@@ -26,15 +26,23 @@ export const SHARE_SPACE = 0x53562000;
 /** a wait for a place held elsewhere is asked again this often (so a stopped statement stops waiting) */
 const WAIT_STEP_MS = 250;
 
+export interface TakeOptions {
+  readonly timeoutMs: number;
+  readonly signal?: AbortSignal | undefined;
+  readonly holdRetryMs?: number | undefined;
+}
+
 /** Demo fairness kept across replicas; the embedded engine calls it around each statement. */
 export interface DemoShares {
   /**
    * Take one of `tenant`'s `places` places across every replica, waiting for one up to
    * `deadline`; resolves with its release (call it once, when the statement is done). Throws
-   * DEMO_ERR_COOLDOWN when the tenant is held back (by any replica), DEMO_ERR_BUSY when no place
-   * came free in time, DEMO_ERR_UNAVAILABLE when the store cannot be asked or `signal` aborted.
+   * DEMO_ERR_COOLDOWN when the tenant is held back (by any replica; its retry time at most
+   * `holdRetryMs`, how long a hold usually lasts: the row's own end is only the bound at which a
+   * dead replica's hold lapses), DEMO_ERR_BUSY when no place came free in time,
+   * DEMO_ERR_UNAVAILABLE when the store cannot be asked or `signal` aborted.
    */
-  take(tenant: string, places: number, deadline: number, o: { readonly timeoutMs: number; readonly signal?: AbortSignal | undefined }): Promise<() => void>;
+  take(tenant: string, places: number, deadline: number, o: TakeOptions): Promise<() => void>;
   /** Hold `tenant` back on every replica for at most `ms` (or until this replica clears it). */
   hold(tenant: string, ms: number): Promise<void>;
   /** End this replica's hold of `tenant`, or all of this replica's holds. */
@@ -84,7 +92,7 @@ export class StoreDemoShares implements DemoShares {
     });
   }
 
-  async take(tenant: string, places: number, deadline: number, o: { readonly timeoutMs: number; readonly signal?: AbortSignal | undefined }): Promise<() => void> {
+  async take(tenant: string, places: number, deadline: number, o: TakeOptions): Promise<() => void> {
     const d = digest(tenant);
     const n = Math.min(64, Math.max(1, Math.floor(places)));
     const tryAll = `(SELECT s FROM generate_series(0, ${n - 1}) s WHERE pg_try_advisory_xact_lock(${d.key}, ${SHARE_SPACE} + s) LIMIT 1)`;
@@ -121,7 +129,7 @@ export class StoreDemoShares implements DemoShares {
       }
       if (placement?.held_ms !== null && placement?.held_ms !== undefined && placement.held_ms > 0) {
         await rollback();
-        throw heldBack(tenant, placement.held_ms);
+        throw heldBack(tenant, Math.min(placement.held_ms, o.holdRetryMs ?? Infinity));
       }
       if (placement && placement.place !== null) return release;
       // every place is held (through this or another replica): wait in the lock's queue for one
@@ -146,7 +154,7 @@ export class StoreDemoShares implements DemoShares {
       }
       if (heldMs !== null && heldMs !== undefined && heldMs > 0) {
         await rollback();
-        throw heldBack(tenant, heldMs);
+        throw heldBack(tenant, Math.min(heldMs, o.holdRetryMs ?? Infinity));
       }
       return release;
     }
