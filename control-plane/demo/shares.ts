@@ -25,6 +25,8 @@ import { DemoQueryError } from './query.js';
 export const SHARE_SPACE = 0x53562000;
 /** a wait for a place held elsewhere is asked again this often (so a stopped statement stops waiting) */
 const WAIT_STEP_MS = 250;
+/** the longest any of the shares' own statements may take, as the client sees it */
+const QUERY_TIMEOUT_MS = 3000;
 
 export interface TakeOptions {
   readonly timeoutMs: number;
@@ -84,7 +86,9 @@ export class StoreDemoShares implements DemoShares {
   /** `url`: the PostgreSQL store; `poolSize`: one per statement the replica runs at once, and spares */
   constructor(url: string, replica: string, poolSize: number) {
     this.replica = replica;
-    this.pool = new pg.Pool({ connectionString: url, max: poolSize, application_name: 'svc-demo-shares', connectionTimeoutMillis: 5000, idleTimeoutMillis: 30_000, statement_timeout: 5000 });
+    // query_timeout: a store that stops answering (a hung server, dropped packets) fails the wait
+    // for a place within seconds instead of holding the statement past its deadline
+    this.pool = new pg.Pool({ connectionString: url, max: poolSize, application_name: 'svc-demo-shares', connectionTimeoutMillis: 5000, idleTimeoutMillis: 30_000, statement_timeout: 5000, query_timeout: QUERY_TIMEOUT_MS });
     this.pool.on('error', () => undefined); // an idle connection dropped by the server
     // so must one holding a place whose session the server ends: its release finds it broken
     this.pool.on('connect', (client) => {
@@ -120,9 +124,11 @@ export class StoreDemoShares implements DemoShares {
       let placement: Placement | undefined;
       try {
         const results = (await c.query(
-          `BEGIN; SET LOCAL lock_timeout = ${Math.max(1, Math.floor(Math.min(WAIT_STEP_MS, left - o.timeoutMs / 4)))}; SELECT ${tryAll} AS place, ${held} AS held_ms`,
+          // the place is this transaction, idle while the statement runs: a server-wide
+          // idle_in_transaction_session_timeout shorter than the statement would drop it
+          `BEGIN; SET LOCAL idle_in_transaction_session_timeout = 0; SET LOCAL lock_timeout = ${Math.max(1, Math.floor(Math.min(WAIT_STEP_MS, left - o.timeoutMs / 4)))}; SELECT ${tryAll} AS place, ${held} AS held_ms`,
         )) as unknown as pg.QueryResult<Placement>[];
-        placement = results[2]?.rows[0];
+        placement = results[3]?.rows[0];
       } catch {
         await rollback();
         throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the store, which shares the demo engines between replicas, could not be asked for a place');

@@ -10,6 +10,7 @@
  * - the places of a replica whose connections die are free at once.
  * Skipped with a reason where no PostgreSQL answers.
  */
+import net from 'node:net';
 import pg from 'pg';
 import t from 'tap';
 import { EmbeddedPostgres } from '../../control-plane/embedded/index.js';
@@ -70,8 +71,8 @@ if (!(await realPostgresAvailable())) {
       await new Promise((r) => setTimeout(r, 20));
     }
   };
-  const replica = async (t: TapTest, name: string, o: { cooldownMs?: number; startWorker?: (img: DataImage) => Promise<EmbeddedPostgres> } = {}) => {
-    const shares = new StoreDemoShares(db.url, name, 6);
+  const replica = async (t: TapTest, name: string, o: { cooldownMs?: number; startWorker?: (img: DataImage) => Promise<EmbeddedPostgres>; url?: string } = {}) => {
+    const shares = new StoreDemoShares(o.url ?? db.url, name, 6);
     const engine = await EmbeddedDemoEngine.start(image, {
       min: 2,
       max: 2,
@@ -193,5 +194,54 @@ if (!(await realPostgresAvailable())) {
     const s = await slow;
     t.equal(next.err, undefined, 'the other replica takes the place');
     t.ok(next.at < s.at, 'while the statement of the replica that lost it still runs');
+  });
+
+  t.test("a server's idle_in_transaction_session_timeout does not end a place while its statement runs", async (t) => {
+    // review: a place is a transaction left idle while its statement runs; a server-wide timeout
+    // shorter than the statement ended it, and the organization's next statement ran beside it
+    const name = new URL(db.url).pathname.slice(1);
+    await admin.query(`ALTER DATABASE ${name} SET idle_in_transaction_session_timeout = '200ms'`);
+    t.teardown(() => admin.query(`ALTER DATABASE ${name} RESET idle_in_transaction_session_timeout`));
+    const a = await replica(t, 'rep_a'); // new pools: their connections take the setting
+    const b = await replica(t, 'rep_b');
+    const slow = outcome(a.engine.run(query('org_x', SLOW)));
+    await untilHeld(1);
+    const second = outcome(b.engine.run(query('org_x', 'SELECT 1 AS one')));
+    const [s, x] = await Promise.all([slow, second]);
+    t.equal(s.err ?? x.err, undefined, 'both answered');
+    t.ok(x.at > s.at, 'the second statement still waited for the first: its place outlived 200 ms of idleness');
+  });
+
+  t.test('a store that stops answering fails the wait for a place, not the statement past its deadline', async (t) => {
+    // review: the shares' pool had no client-side timeout, so a hung store held the statement for good
+    const pgAddress = new URL(db.url);
+    let frozen = false;
+    const sockets = new Set<net.Socket>();
+    const proxy = net.createServer((client) => {
+      const upstream = net.connect(Number(pgAddress.port || 5432), pgAddress.hostname);
+      for (const [from, to] of [[client, upstream], [upstream, client]] as const) {
+        sockets.add(from);
+        from.on('error', () => undefined);
+        from.on('data', (d: Buffer) => void (frozen || to.write(d))); // frozen: nothing gets through either way
+        from.on('close', () => to.destroy());
+      }
+    });
+    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', () => r()));
+    t.teardown(async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise((r) => proxy.close(r));
+    });
+    const through = new URL(db.url);
+    through.host = `127.0.0.1:${(proxy.address() as net.AddressInfo).port}`;
+    const a = await replica(t, 'rep_hung', { url: through.toString() });
+    t.same((await a.engine.run(query('org_h', 'SELECT 1 AS one'))).rows, [{ one: 1 }], 'answered while the store answers');
+    // its place given back (the rollback answered): the next statement asks on that same connection
+    while ((await placesNow()) > 0) await new Promise((r) => setTimeout(r, 20));
+    frozen = true;
+    const started = Date.now();
+    const r = await outcome(a.engine.run(query('org_h', 'SELECT 1 AS one', { timeoutMs: 30_000 })));
+    t.ok(r.err instanceof DemoQueryError && r.err.code === 'DEMO_ERR_UNAVAILABLE', `unavailable (${String(r.err)})`);
+    t.ok(Date.now() - started < 30_000, `before the statement's 30 s deadline: ${Date.now() - started} ms`);
+    for (const s of sockets) s.destroy(); // the engine's close clears its holds through a working store
   });
 }
