@@ -54,7 +54,24 @@ export function readConfig(file: string): StoredConfig {
 export function writeConfig(file: string, cfg: StoredConfig): void {
   fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
   const tmp = `${file}.${process.pid}.tmp`;
-  fs.writeFileSync(tmp, `${JSON.stringify(cfg, null, 2)}\n`, { mode: 0o600 });
-  fs.chmodSync(tmp, 0o600);
-  fs.renameSync(tmp, file);
+  try {
+    fs.writeFileSync(tmp, `${JSON.stringify(cfg, null, 2)}\n`, { mode: 0o600 });
+    fs.chmodSync(tmp, 0o600);
+    fs.renameSync(tmp, file);
+  } catch (err) {
+    fs.rmSync(tmp, { force: true }); // it holds the key
+    throw err;
+  }
+}
+
+/**
+ * Throws unless `file` can be written (its directory made, a file created there and removed):
+ * checked before an account is made, whose key could otherwise only be shown once.
+ */
+export function checkWritable(file: string): void {
+  fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+  const probe = `${file}.${process.pid}.probe`;
+  fs.writeFileSync(probe, '', { mode: 0o600, flag: 'wx' });
+  fs.rmSync(probe, { force: true });
+  if (fs.existsSync(file)) fs.accessSync(file, fs.constants.W_OK);
 }

@@ -163,3 +163,20 @@ t.test('an output file svc cannot write is a usage error (exit 2) with a JSON bo
   const body = JSON.parse(r.stdout) as { error: Record<string, unknown> };
   t.equal(body.error['code'], 'usage_error');
 });
+
+const noProc = fs.existsSync('/proc/self') ? false : 'no /proc here to give an unwritable config path';
+t.test('signup with a config file it cannot write is refused before the account is made', { skip: noProc }, async (t) => {
+  // walk-through: the account was made, then storing its key failed, and the key was lost. Root
+  // (as tests may run) writes through file modes, so the unwritable place is one no one can write:
+  // a file in /proc, which reads as missing
+  const orgs = async (): Promise<number> => Number((await session.srv.svc.store.query<{ n: number }>('SELECT count(*)::int AS n FROM orgs'))[0]?.n);
+  const before = await orgs();
+  const refused = await session.svc(['signup', '--org', 'Nowhere Co', '--agent', 'a', '--json'], { SVC_CONFIG: '/proc/svc-test-config.json', SVC_API_KEY: undefined });
+  t.equal(refused.code, 2, refused.stderr);
+  t.equal((JSON.parse(refused.stdout) as { error: { code: string } }).error.code, 'config_unwritable');
+  t.match(refused.stderr, /no account was made: set SVC_CONFIG to a file you can write, or pass --no-save/);
+  t.equal(await orgs(), before, 'no account was made');
+  const text = await session.svc(['signup', '--org', 'Nowhere Co', '--agent', 'a'], { SVC_CONFIG: '/proc/svc-test-config.json', SVC_API_KEY: undefined });
+  t.equal(text.code, 2);
+  t.equal(await orgs(), before, 'nor without --json');
+});

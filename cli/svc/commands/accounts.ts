@@ -1,7 +1,7 @@
 /** `svc signup`, `usage`, `billing`, `topup`: the account, its usage and its wallet. */
 import type { Command } from 'commander';
-import { readConfig, writeConfig } from '../config.js';
-import { CliFailure, EXIT } from '../http.js';
+import { checkWritable, readConfig, writeConfig } from '../config.js';
+import { CliFailure, EXIT, localError } from '../http.js';
 import { type CommandKit, type Obj, positiveInt, tool } from './kit.js';
 
 export function registerAccountCommands(program: Command, kit: CommandKit): void {
@@ -18,13 +18,36 @@ export function registerAccountCommands(program: Command, kit: CommandKit): void
         if (o.save && existing.api_key && !o.force) {
           throw new CliFailure(EXIT.usage, `a key is already stored in ${c.configFile}; pass --force to replace it (the old key cannot be recovered), --no-save, or set SVC_CONFIG to another file`);
         }
+        if (o.save) {
+          try {
+            checkWritable(c.configFile);
+          } catch (err) {
+            const why = `cannot write ${c.configFile} (${(err as Error).message}); no account was made: set SVC_CONFIG to a file you can write, or pass --no-save to print the key instead`;
+            throw new CliFailure(EXIT.usage, why, localError('config_unwritable', why));
+          }
+        }
         const b = await kit.call(c, 'signing up', tool('create_account')({ org_name: o.org, agent_name: o.agent }));
-        if (o.save) writeConfig(c.configFile, { api_key: String(b['apiKey']), org_id: String(b['orgId']), base_url: c.client.baseUrl });
-        kit.show(c, o.save ? { ...b, config_file: c.configFile } : b, (x) => {
+        let saved = o.save;
+        if (o.save) {
+          try {
+            writeConfig(c.configFile, { api_key: String(b['apiKey']), org_id: String(b['orgId']), base_url: c.client.baseUrl });
+          } catch (err) {
+            // the account exists: its key is shown (once) rather than lost, and the status says it was not stored
+            saved = false;
+            const why = `the account was made but its key could not be stored in ${c.configFile} (${(err as Error).message}): store the key shown now, it is not shown again`;
+            kit.io.err(`svc: ${why}\n`);
+            kit.status = EXIT.usage;
+            if (c.json) {
+              kit.show(c, { ...b, ...localError('config_unwritable', why) });
+              return;
+            }
+          }
+        }
+        kit.show(c, saved ? { ...b, config_file: c.configFile } : b, (x) => {
           const trial = (x['trial'] ?? {}) as Obj;
           return (
             `Account created: org ${String(x['orgId'])}\n` +
-            (o.save ? `Agent key stored in ${c.configFile} (mode 0600).\n` : `Agent key (shown once, store it now): ${String(x['apiKey'])}\n`) +
+            (saved ? `Agent key stored in ${c.configFile} (mode 0600).\n` : `Agent key (shown once, store it now): ${String(x['apiKey'])}\n`) +
             `Trial: ${String(trial['queries'])} queries, ${String(trial['egressBytes'])} bytes of egress, until ${String(x['expiresAt'])}.\n` +
             'Next: svc targets\n'
           );
