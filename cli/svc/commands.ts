@@ -21,6 +21,11 @@ export const SVC_CLI_VERSION = '0.1.0';
 
 export async function main(argv: string[], io: Io, env: NodeJS.ProcessEnv = process.env): Promise<number> {
   const kit = new CommandKit(io, env);
+  // --json (before any `--`): stdout holds only JSON, so the help and the version go there as JSON
+  // (and the help's text to stderr, to be read)
+  const end = argv.indexOf('--');
+  const json = (end === -1 ? argv : argv.slice(0, end)).includes('--json');
+  let helpText = '';
   const program = new Command()
     .name('svc')
     .description('svc: scoped, metered, audited data access for software agents (the HTTP API at --base-url, default ' + DEFAULT_BASE_URL + ')')
@@ -28,7 +33,15 @@ export async function main(argv: string[], io: Io, env: NodeJS.ProcessEnv = proc
     .option('--json', 'machine-readable JSON on stdout (nothing else there)')
     .option('--base-url <url>', 'API base URL (default: SVC_BASE_URL, the stored config, or ' + DEFAULT_BASE_URL + ')')
     .exitOverride()
-    .configureOutput({ writeOut: io.out, writeErr: io.err })
+    .configureOutput({
+      writeOut: json
+        ? (s) => {
+            helpText += s;
+            io.err(s);
+          }
+        : io.out,
+      writeErr: io.err,
+    })
     .showHelpAfterError()
     .addHelpText(
       'after',
@@ -53,14 +66,19 @@ export async function main(argv: string[], io: Io, env: NodeJS.ProcessEnv = proc
     await program.parseAsync(argv, { from: 'user' });
   } catch (err) {
     if (err instanceof CommanderError) {
-      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version') return EXIT.ok;
-      // the help asked for (svc help); without a command (svc --json, svc audit) commander shows
-      // it on stderr as an error: a usage error, as `svc` alone is
-      if (err.code === 'commander.help' && err.exitCode === 0) return EXIT.ok;
+      if (err.code === 'commander.version') {
+        if (json) io.out(`${JSON.stringify({ version: SVC_CLI_VERSION })}\n`);
+        return EXIT.ok;
+      }
+      // the help asked for (svc --help, svc help); without a command (svc --json, svc audit)
+      // commander shows it on stderr as an error: a usage error, as `svc` alone is
+      if (err.code === 'commander.helpDisplayed' || (err.code === 'commander.help' && err.exitCode === 0)) {
+        if (json) io.out(`${JSON.stringify({ help: helpText })}\n`);
+        return EXIT.ok;
+      }
       const message = err.code === 'commander.help' ? 'no command given: the help on stderr lists the commands' : err.message.replace(/^error: /, '');
-      // commander has said it on stderr; --json (before any `--`) gets it on stdout too
-      const end = argv.indexOf('--');
-      if ((end === -1 ? argv : argv.slice(0, end)).includes('--json')) io.out(`${JSON.stringify(localError('usage_error', message))}\n`);
+      // commander has said it on stderr; --json gets it on stdout too
+      if (json) io.out(`${JSON.stringify(localError('usage_error', message))}\n`);
       return EXIT.usage;
     }
     throw err;

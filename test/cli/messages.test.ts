@@ -9,6 +9,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import t from 'tap';
+import { SVC_CLI_VERSION } from '../../cli/svc/commands.js';
 import { openConnection, signupAgent, type Agent } from '../helpers/server.js';
 import type { RunResult } from './dist.js';
 import { cliSession, type CliSession } from './session.js';
@@ -122,6 +123,22 @@ t.test('--json: a failure found before any request is a JSON error body on stdou
   const broken = await session.svc(['connections', '--json'], { SVC_CONFIG: conf });
   t.equal(broken.code, 2);
   t.equal(parse(broken).error['code'], 'config_unreadable');
+  // review: `svc mcp --json` wrote that JSON onto stdout, which is the MCP channel
+  const mcp = await session.svc(['mcp', '--json'], { SVC_CONFIG: conf }, '');
+  t.equal(mcp.code, 2);
+  t.equal(mcp.stdout, '', 'svc mcp: nothing on the MCP channel but JSON-RPC');
+  t.match(mcp.stderr, /is not valid JSON/, 'the failure is on stderr');
+
+  // review: the help and the version were text on stdout under --json
+  const version = await svc(['--version', '--json']);
+  t.same([version.code, JSON.parse(version.stdout)], [0, { version: SVC_CLI_VERSION }], '--version --json: JSON');
+  for (const args of [['--help', '--json'], ['help', '--json'], ['query', '--help', '--json'], ['help', 'query', '--json']]) {
+    const r = await svc(args);
+    t.equal(r.code, 0, `svc ${args.join(' ')}`);
+    t.match((JSON.parse(r.stdout) as { help: string }).help, /^Usage: svc/, `svc ${args.join(' ')}: the help as JSON on stdout`);
+    t.match(r.stderr, /^Usage: svc/, 'and as text on stderr');
+  }
+  t.equal((await svc(['--version'])).stdout, `${SVC_CLI_VERSION}\n`, 'without --json: text');
 
   // a port nothing listens on, and a proxy answering a page of its own
   const closed = http.createServer();

@@ -57,7 +57,8 @@ export class CommandKit {
     return async (...args: unknown[]): Promise<void> => {
       const cmd = args[args.length - 1] as Command;
       // read before the context: a context that cannot be made (config file, base URL) still answers in JSON
-      const json = cmd.optsWithGlobals<Globals>().json === true;
+      // (never for `svc mcp`: its stdout is the MCP channel, where only JSON-RPC may go)
+      const json = cmd.optsWithGlobals<Globals>().json === true && cmd.name() !== 'mcp';
       try {
         await fn(this.context(cmd), ...(args.slice(0, -1) as A));
       } catch (err) {
