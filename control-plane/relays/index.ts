@@ -235,7 +235,10 @@ export async function getRelay(store: Store, orgId: string, relayId: string, onl
       not_before: new Date(c.not_before).toISOString(),
       not_after: new Date(c.not_after).toISOString(),
       state: state(c),
-      overlap_until: c.overlap_until ? new Date(c.overlap_until).toISOString() : null,
+      // a certificate revoked inside its overlap window stopped being accepted when it was revoked
+      overlap_until: c.overlap_until
+        ? new Date(c.revoked_at && new Date(c.revoked_at).getTime() < new Date(c.overlap_until).getTime() ? c.revoked_at : c.overlap_until).toISOString()
+        : null,
     })),
     events: events.map((e) => ({ kind: e.kind, at: new Date(e.at).toISOString(), detail: e.detail })),
   };

@@ -4,7 +4,10 @@
  * the revocation check the tunnel listener runs.
  */
 import { X509Certificate } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
 import t from 'tap';
+import { ROOT } from '../cli/dist.js';
 import { generateKeyAndCsr, identityOf } from '../../pki/index.js';
 import { certificateInUse, checkCertificate } from '../../control-plane/relays/index.js';
 import { api, signupAgent, startServer, type TestServer } from '../helpers/server.js';
@@ -136,16 +139,23 @@ t.test('renew and rotate overlap, then the old certificate is revoked; delete re
   t.equal(shown.body.certificates.find((c) => c.serial === identityOf(third).serial)?.state, 'revoked', 'a replaced certificate past its overlap window shows as revoked');
   t.equal(shown.body.certificates.find((c) => c.serial === identityOf(new X509Certificate(again.body.certificate_pem)).serial)?.state, 'active');
 
-  const del = await api<{ status: string; certificates: { state: string }[]; events: { kind: string }[] }>(srv.url, 'DELETE', `/v1/relays/${relayId}`, { key: a.key });
+  const del = await api<{ status: string; revoked_at: string; certificates: { state: string; overlap_until: string | null }[]; events: { kind: string }[] }>(srv.url, 'DELETE', `/v1/relays/${relayId}`, { key: a.key });
   t.equal(del.status, 200);
   t.equal(del.body.status, 'revoked');
   t.ok(del.body.certificates.every((c) => c.state === 'revoked'), 'every certificate revoked');
+  // walk-through: a certificate revoked inside its overlap window still showed the window's end a day ahead
+  const overlaps = del.body.certificates.map((c) => c.overlap_until).filter((o): o is string => o !== null);
+  t.ok(overlaps.length > 0, 'some certificates were replaced');
+  t.ok(overlaps.every((o) => Date.parse(o) <= Date.parse(del.body.revoked_at)), `no overlap window reaches past the deletion: ${overlaps.join(', ')} vs ${del.body.revoked_at}`);
   t.match(await checkCertificate(srv.svc.store, ...ids(third)), { ok: false });
   t.same(
     del.body.events.map((e) => e.kind),
     ['relay.registered', 'certificate.renewed', 'certificate.rotated', 'certificate.replaced', 'certificate.renewed', 'relay.deleted'],
     'every lifecycle event is recorded',
   );
+  // walk-through: the event kinds were named nowhere in the docs
+  const apiDoc = fs.readFileSync(path.join(ROOT, 'docs', 'api.md'), 'utf8');
+  for (const kind of new Set(del.body.events.map((e) => e.kind))) t.match(apiDoc, `\`${kind}\``, `docs/api.md names the event kind ${kind}`);
   const late = await api<Err>(srv.url, 'POST', `/v1/relays/${relayId}/renew`, { key: a.key, body: { csr_pem: keyB.csrPem } });
   t.equal(late.status, 409, 'a deleted relay cannot renew');
   const listed = await api<{ relays: { status: string }[] }>(srv.url, 'GET', '/v1/relays', { key: a.key });
