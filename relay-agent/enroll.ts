@@ -254,7 +254,10 @@ export function loadConfig(configDir: string, log?: (line: string) => void): Loa
   const certPem = read(CERT_FILE);
   const caCertPem = read(CA_FILE);
   checkKeyPair(configDir, keyPem, certPem);
-  return { relay_id: cfg.relay_id, tunnel_url: cfg.tunnel_url, control_plane: cfg.control_plane ?? '', expires_at: cfg.expires_at, keyPem, certPem, caCertPem };
+  // the certificate's own end, not relay.json's copy: a pair installed by hand (an operator's
+  // renew or rotate-cert) leaves that copy behind
+  const expiresAt = new Date(new X509Certificate(certPem).validTo).toISOString();
+  return { relay_id: cfg.relay_id, tunnel_url: cfg.tunnel_url, control_plane: cfg.control_plane ?? '', expires_at: expiresAt, keyPem, certPem, caCertPem };
 }
 
 /**

@@ -3,7 +3,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { execFileSync } from 'node:child_process';
 import { chmodSync, copyFileSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, mkdirSync } from 'node:fs';
-import { createPrivateKey } from 'node:crypto';
+import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createCa, issueClientCertificate } from '../../pki/index.js';
@@ -149,4 +149,15 @@ t.test('key.pem that is not a regular file is refused at load, without waiting',
   execFileSync('mkfifo', ['-m', '600', join(dir, 'key.pem')]);
   const err = t.throws(() => loadConfig(dir), { code: 'RELAY_ERR_CONFIG_INVALID' }) as RelayError;
   t.match(err.message, /key\.pem is not a regular file/);
+});
+
+t.test("the certificate's own end is the one loaded, not relay.json's copy", async (t) => {
+  // walk-through: a pair installed by hand (an operator's renew) left relay.json's expires_at stale
+  const { url } = await fakeServer(t, okHandler);
+  const dir = join(mkdtempSync(join(tmpdir(), 'relay-')), 'cfg');
+  await enroll({ controlPlane: url, token: 'tok', configDir: dir, keyBits: 2048 });
+  const actual = new Date(new X509Certificate(readFileSync(join(dir, 'cert.pem'), 'utf8')).validTo).toISOString();
+  const cfg = JSON.parse(readFileSync(join(dir, 'relay.json'), 'utf8')) as Record<string, unknown>;
+  writeFileSync(join(dir, 'relay.json'), JSON.stringify({ ...cfg, expires_at: '2020-01-01T00:00:00.000Z' }), { mode: 0o600 });
+  t.equal(loadConfig(dir).expires_at, actual);
 });
