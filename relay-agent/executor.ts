@@ -190,6 +190,9 @@ export function createExecutor(opts: ExecutorOptions): Executor {
   // start-up (or a pool whose connections all stay busy) fails the query after the longest a query
   // may run, instead of holding it, and a pool slot, forever. Every connection is guarded from its
   // start-up on (pg-read's GuardedPgClient): no server can make the relay decode a huge message
+  // sockets of pool connections still starting: close() destroys them (pool.end would wait for
+  // a silent database until connectionTimeoutMillis, up to a day)
+  const starting = new Set<net.Socket>();
   const pool = new pg.Pool({
     connectionString: opts.databaseUrl,
     max: opts.poolSize ?? 4,
@@ -197,6 +200,12 @@ export function createExecutor(opts: ExecutorOptions): Executor {
     idleTimeoutMillis: 30_000,
     connectionTimeoutMillis: limits.maxTimeoutMs,
     Client: GuardedPgClient,
+    stream: () => {
+      const socket = new net.Socket();
+      starting.add(socket);
+      socket.once('close', () => starting.delete(socket));
+      return socket;
+    },
   });
   pool.on('error', () => {
     /* an idle client died; the pool replaces it */
@@ -205,6 +214,12 @@ export function createExecutor(opts: ExecutorOptions): Executor {
   // it) emits 'error' too: its queries fail with it, and the process must not
   pool.on('connect', (c) => {
     c.on('error', () => undefined);
+    // started: no longer close()'s to cut (with TLS, the stream wraps the socket made above)
+    const stream = (c as unknown as { connection?: { stream?: net.Socket & { _parent?: net.Socket } } }).connection?.stream;
+    if (stream) {
+      starting.delete(stream);
+      if (stream._parent) starting.delete(stream._parent);
+    }
   });
   let inflight = 0;
   let cancels = 0;
@@ -348,6 +363,7 @@ export function createExecutor(opts: ExecutorOptions): Executor {
     close: () => {
       closed = true;
       for (const s of probing) s.destroy();
+      for (const s of starting) s.destroy();
       return pool.end();
     },
   };

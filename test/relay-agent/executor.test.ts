@@ -58,6 +58,27 @@ t.test('a database that accepts the connection and never answers: the query fail
   t.equal(exec.inflight, 0);
 });
 
+t.test("close() cuts a query's pool connection still starting against a silent database", async (t) => {
+  // review: pool.end() waited for the pending connection until connectionTimeoutMillis (the
+  // relay's ceiling, up to a day), so a relay told to stop did not
+  const { port } = await tcpServer(t);
+  const [a, b] = memoryTransportPair();
+  const server = new Session(a, { role: 'server', pingIntervalMs: 0 });
+  const relay = new Session(b, { role: 'client', pingIntervalMs: 0 });
+  const exec = createExecutor({ databaseUrl: `postgres://nobody@127.0.0.1:${port}/none`, poolSize: 1, limits: { maxTimeoutMs: 3_600_000 } });
+  relay.onStream(exec.handle);
+  await server.ready;
+  const answer = server.openStream({ statement: 'SELECT 1' }).collect().then(() => null, (e: unknown) => e);
+  while (exec.pool.totalCount === 0) await new Promise((r) => setTimeout(r, 10));
+  const closing = exec.close().then(() => 'closed');
+  const first = await Promise.race([closing, new Promise((r) => setTimeout(() => r('still waiting after 10 s'), 10_000))]);
+  t.equal(first, 'closed', 'close() did not wait for the silent database');
+  const err = (await answer) as ProtocolError | null;
+  t.equal(err?.code, 'RELAY_ERR_DATABASE_UNAVAILABLE', 'the query fails as the database being unavailable');
+  server.close();
+  relay.close();
+});
+
 /**
  * A TCP proxy in front of the database.
  * - `sliced`: it hands the database's answers on one protocol message per write, a millisecond
