@@ -39,6 +39,7 @@ import { RelayForwarder, servingForwards } from './tunnel/forward.js';
 import { Metrics } from './metrics.js';
 import { registerMetrics } from './routes/metrics.js';
 import { runOnRelay } from './query/relay.js';
+import { untilShutdown } from './query/backends.js';
 import type { Ca } from '../pki/index.js';
 import { loadMasterKeyRing, type MasterKey, type MasterKeyRing } from './secrets/index.js';
 import { CredentialStore } from './credentials/index.js';
@@ -353,9 +354,18 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       relayOptions,
       log: app.log,
       leases: (port) => new TunnelLeases(store, replicaId, config.replicaAddress ?? replicaAddressOf(config.host, port), tunnels, app.log),
-      // relay queries other replicas send to tunnels held here: run locally, never forwarded again
+      // relay queries other replicas send to tunnels held here: run locally, never forwarded again.
+      // A shutdown drains them as it drains this replica's own requests (they are requests in
+      // flight here too): waited for, then stopped at the relay's database and answered 503
       serveForwarded: servingForwards(store, { timeoutMs: config.limits.queryTimeoutMs, maxRows: config.limits.maxRows, maxBytes: config.limits.maxResultBytes }, (relayId, sql, limits, signal) =>
-        runOnRelay(tunnels, relayId, sql, limits, signal).then(
+        track(async () => {
+          const stop = untilShutdown(signal, shutdownController.signal);
+          try {
+            return await runOnRelay(tunnels, relayId, sql, limits, stop.signal);
+          } finally {
+            stop.release();
+          }
+        }).then(
           (r) => (metrics.forwards.inc({ direction: 'served', outcome: 'ok' }), r),
           (err: unknown) => {
             metrics.forwards.inc({ direction: 'served', outcome: 'error' });
