@@ -307,7 +307,8 @@ export function createExecutor(opts: ExecutorOptions): Executor {
           await q.end({ ...(r.truncated ? { truncated: true, command: `SELECT ${r.rows}` } : {}), ...(!r.truncated && r.command ? { command: r.command } : {}) });
         } else {
           const e = relayFailure(out.failure, timeoutMs);
-          if (e.code === 'RELAY_ERR_DATABASE_UNAVAILABLE') databaseState(false, e.message);
+          // a statement stopped by its caller (a revocation, an agent that left) says nothing about the database
+          if (e.code === 'RELAY_ERR_DATABASE_UNAVAILABLE' && out.failure.kind !== 'aborted') databaseState(false, e.message);
           fail(q, e);
         }
       } catch (err) {

@@ -5,6 +5,7 @@
  * saw `relay_unavailable` ("the relay cannot reach its database").
  */
 import { once } from 'node:events';
+import pg from 'pg';
 import t from 'tap';
 import { Session, memoryTransportPair, type ProtocolError } from '../../protocol/index.js';
 import { createExecutor } from '../../relay-agent/executor.js';
@@ -79,4 +80,41 @@ t.test('a connection attempt that fails after a later one got an answer is not r
   sockets[0]!.destroy(); // the first attempt fails now
   t.type(await silent, 'string', 'the first one failed');
   t.same(states, [{ reachable: true }], 'and is not reported: the database answers');
+});
+
+t.test('a statement the control plane cancels does not make the database unreachable', async (t) => {
+  // found by review (issue #14): every statement stopped by a revocation, a client that left or a
+  // deadline on the control plane's side logged "cannot reach the database (… cancelled by the
+  // peer: revoked)" and then "the database answers": the cancellation taken for a database failure
+  const cdb = await customerDatabase('svc_relay_dbstate_cancel');
+  const states: State[] = [];
+  const exec = createExecutor({ databaseUrl: cdb.url, onDatabaseState: (s) => states.push(s) });
+  const watch = new pg.Client({ connectionString: cdb.url });
+  await watch.connect();
+  t.teardown(async () => {
+    await watch.end();
+    await exec.close();
+    await cdb.drop();
+  });
+  const [a, b] = memoryTransportPair();
+  const server = new Session(a, { role: 'server', pingIntervalMs: 0 });
+  const relay = new Session(b, { role: 'client', pingIntervalMs: 0 });
+  t.teardown(() => {
+    server.close();
+    relay.close();
+  });
+  relay.onStream(exec.handle);
+  await server.ready;
+  const stream = server.openStream({ statement: 'SELECT count(*) FROM generate_series(1, 2000000000) g', timeoutMs: 60_000 });
+  const outcome = stream.collect().catch((e: unknown) => e);
+  for (let i = 0; i < 400; i++) {
+    const r = await watch.query("SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND state = 'active' AND query LIKE '%generate_series%' AND pid <> pg_backend_pid()");
+    if (r.rows.length > 0) break;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  stream.cancel('revoked');
+  t.ok(await outcome, 'the statement ended');
+  for (let i = 0; i < 400 && exec.inflight > 0; i++) await new Promise((r) => setTimeout(r, 25));
+  t.equal(exec.cancels, 1, 'cancelled at the database');
+  t.same(states, [{ reachable: true }], 'and the database is not reported unreachable');
 });
