@@ -98,7 +98,8 @@ export async function runOnRelay(
         throw signal?.aborted && isApiError(signal.reason) ? signal.reason : err;
       });
     }
-    throw new ApiError('relay_unavailable', `relay ${relayId} has no live tunnel: is svc-relay running and able to reach the control plane?`, { relay_id: relayId });
+    // a relay whose replica died reconnects within seconds: worth retrying soon
+    throw new ApiError('relay_unavailable', `relay ${relayId} has no live tunnel: is svc-relay running and able to reach the control plane?`, { relay_id: relayId, retry_after_seconds: 2 }, { 'Retry-After': '2' });
   }
   let stream: QueryStream;
   try {

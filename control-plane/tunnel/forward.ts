@@ -44,6 +44,9 @@ const MAX_REQUEST_BYTES = 1024 * 1024;
 /** a certificate with less than this left is replaced before the next forward */
 const RENEW_BEFORE_MS = 24 * 3600_000;
 
+/** how long a forward waits for the holder's connection and TLS handshake */
+export const FORWARD_CONNECT_MS = 5000;
+
 function unavailable(relayId: string, why: string): ApiError {
   return new ApiError('relay_unavailable', `relay ${relayId}'s tunnel is held by another replica, which ${why}; retry shortly`, { relay_id: relayId, reason: 'replica_unreachable', retry_after_seconds: 1 }, { 'Retry-After': '1' });
 }
@@ -121,6 +124,18 @@ export class RelayForwarder {
       // before anything can destroy it: a destroyed request emits 'error', and one with no listener
       // ends the process (an agent leaving just as its statement was forwarded did)
       req.on('error', (err) => done(unavailable(relayId, `could not be reached (${(err as NodeJS.ErrnoException).code ?? err.message})`)));
+      // a holder that stopped (frozen, cut off by the network) still has its kernel accept the
+      // connection: one that does not finish the TLS handshake in time is not waited for until the
+      // deadline (a keep-alive socket already open has nothing to wait for)
+      req.on('socket', (socket) => {
+        if (!socket.connecting && (socket as { encrypted?: boolean; authorized?: boolean }).authorized === true) return;
+        const handshake = setTimeout(() => {
+          req.destroy();
+          done(unavailable(relayId, `did not complete the connection within ${FORWARD_CONNECT_MS / 1000} s`));
+        }, FORWARD_CONNECT_MS);
+        socket.once('secureConnect', () => clearTimeout(handshake));
+        socket.once('close', () => clearTimeout(handshake));
+      });
       // the holder answers query_timeout at the deadline; past it with some slack the holder is gone
       const timer = setTimeout(() => {
         req.destroy();

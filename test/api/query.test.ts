@@ -261,6 +261,7 @@ t.test('relay connections: the relay must be the organization’s own, and witho
   const r = await api<QueryBody>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: 'SELECT * FROM orders' } });
   t.equal(r.status, 503);
   t.equal(r.body.error?.code, 'relay_unavailable');
+  t.equal(r.headers.get('retry-after'), '2', 'retryable: a relay whose replica died is back within seconds (review: no Retry-After)');
   t.ok(Date.now() - started < 5000, 'answered within 5 s, never hangs');
   const denied = await api<QueryBody>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: 'SELECT * FROM public.customers' } });
   t.equal(denied.status, 403, 'tables outside read: scopes are refused before anything is sent');
