@@ -353,7 +353,15 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       registry: tunnels,
       relayOptions,
       log: app.log,
-      leases: (port) => new TunnelLeases(store, replicaId, config.replicaAddress ?? replicaAddressOf(config.host, port), tunnels, app.log),
+      leases: (port) => {
+        const address = config.replicaAddress ?? replicaAddressOf(config.host, port);
+        // listening on every interface with a shared store but telling the other replicas a
+        // loopback address: replicas on other machines would forward relay queries to themselves
+        if (config.databaseUrl && !config.replicaAddress && (config.host === '0.0.0.0' || config.host === '::')) {
+          app.log.warn({ replica_address: address }, 'SVC_REPLICA_ADDRESS is not set: other replicas are told to reach this one at a loopback address, which only replicas on this machine can; set it to an address they reach (docs/deployment.md)');
+        }
+        return new TunnelLeases(store, replicaId, address, tunnels, app.log);
+      },
       // relay queries other replicas send to tunnels held here: run locally, never forwarded again.
       // A shutdown drains them as it drains this replica's own requests (they are requests in
       // flight here too): waited for, then stopped at the relay's database and answered 503

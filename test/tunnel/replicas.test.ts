@@ -7,6 +7,7 @@
  * PostgreSQL database), a real svc-relay agent over mutual TLS, a real customer database.
  */
 import { randomBytes } from 'node:crypto';
+import { PassThrough } from 'node:stream';
 import t from 'tap';
 import { HEARTBEAT_MS, LEASE_MS } from '../../control-plane/tunnel/leases.js';
 import https from 'node:https';
@@ -163,5 +164,27 @@ if (!(await realPostgresAvailable())) {
     aClosed = true;
     t.equal(await secondOn(b.url), 'offline', 'offline on the other replica as soon as the holder closed');
     t.ok(LEASE_MS > HEARTBEAT_MS * 2, 'a lease outlives two missed beats');
+  });
+
+  t.test('a replica listening on every interface without SVC_REPLICA_ADDRESS says so at start', async (t) => {
+    // review: it told the other replicas 127.0.0.1, so on other machines every forward came back to the sender (503), silently
+    const db = await freshDatabase('svc_test_replica_address');
+    t.teardown(() => db.drop());
+    const masterKey = randomBytes(32).toString('hex'); // one for the three starts (the CA is sealed with it)
+    const warned = async (env: Record<string, string>): Promise<boolean> => {
+      const logs = new PassThrough();
+      const lines: string[] = [];
+      logs.on('data', (chunk: Buffer) => lines.push(...chunk.toString('utf8').split('\n').filter(Boolean)));
+      const srv = await startServer({ databaseUrl: db.url, env: { LOG_LEVEL: 'warn', SVC_MASTER_KEY: masterKey, ...env }, logStream: logs });
+      try {
+        await srv.svc.startTunnel();
+      } finally {
+        await srv.close();
+      }
+      return lines.some((l) => /SVC_REPLICA_ADDRESS is not set/.test(l));
+    };
+    t.equal(await warned({ HOST: '0.0.0.0' }), true, 'HOST=0.0.0.0 and no SVC_REPLICA_ADDRESS: a warning');
+    t.equal(await warned({ HOST: '0.0.0.0', SVC_REPLICA_ADDRESS: '10.0.0.7:8443' }), false, 'with SVC_REPLICA_ADDRESS: none');
+    t.equal(await warned({}), false, 'on loopback only (one machine): none');
   });
 }
