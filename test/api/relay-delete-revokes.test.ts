@@ -157,7 +157,7 @@ t.test('the migration adding revoked_reason revokes the connections of relays de
   await conn('conn_expired_first', 'rly_gone', '2025-01-01T12:00:00Z', null);
   await conn('conn_revoked_first', 'rly_gone', '2099-01-01', '2025-01-01T12:00:00Z');
   await conn('conn_kept', 'rly_kept', '2099-01-01', null);
-  t.same(await migrate(store), [12]);
+  t.same(await migrate(store, MIGRATIONS.slice(0, v12 + 1)), [12]);
   const rows = await store.query<{ id: string; revoked_at: Date | null; revoked_reason: string | null }>('SELECT id, revoked_at, revoked_reason FROM connections ORDER BY id');
   const by = Object.fromEntries(rows.map((r) => [r.id, { revoked_at: r.revoked_at ? new Date(r.revoked_at).toISOString() : null, revoked_reason: r.revoked_reason }]));
   t.same(by, {

@@ -87,9 +87,16 @@ if (!(await realPostgresAvailable())) {
     return { engine, shares };
   };
 
+  // review: a place is a transaction left idle while its statement runs, and a server-wide
+  // idle_in_transaction_session_timeout shorter than the statement ended it; every connection of
+  // this file's shares is made under such a setting (and 'a place outlives…' below checks it)
+  const name = new URL(db.url).pathname.slice(1);
+  await admin.query(`ALTER DATABASE ${name} SET idle_in_transaction_session_timeout = '200ms'`);
+  // two replicas shared by the cases that need nothing else (each engine start costs seconds of CPU)
+  const a = await replica(t, 'rep_a');
+  const b = await replica(t, 'rep_b');
+
   t.test('one share through both replicas; other senders are not held up', async (t) => {
-    const a = await replica(t, 'rep_a');
-    const b = await replica(t, 'rep_b');
     t.equal(a.engine.gate.perTenant, 1, 'one place per organization (two warm workers)');
     const slow = outcome(a.engine.run(query('org_x', SLOW)));
     await untilHeld(1);
@@ -103,8 +110,6 @@ if (!(await realPostgresAvailable())) {
   });
 
   t.test('a wait ends at the deadline, or when the statement is stopped', async (t) => {
-    const a = await replica(t, 'rep_a');
-    const b = await replica(t, 'rep_b');
     const slow = outcome(a.engine.run(query('org_x', SLOW)));
     await untilHeld(1);
     const busy = await outcome(b.engine.run(query('org_x', 'SELECT 1 AS one', { timeoutMs: 1000 })));
@@ -122,14 +127,13 @@ if (!(await realPostgresAvailable())) {
 
   t.test("held back on every replica while the worker its statement cost is replaced", async (t) => {
     let slowStart = false;
-    const a = await replica(t, 'rep_a', {
+    const a = await replica(t, 'rep_a3', {
       cooldownMs: 300,
       startWorker: async (img) => {
         if (slowStart) await new Promise((r) => setTimeout(r, 2000));
         return EmbeddedPostgres.start({ image: img });
       },
     });
-    const b = await replica(t, 'rep_b');
     slowStart = true;
     const stopped = await outcome(a.engine.run(query('org_hog', SLOW, { timeoutMs: 300 })));
     t.ok(stopped.err instanceof DemoQueryError && stopped.err.code === 'DEMO_ERR_TIMEOUT', `stopped at its deadline on one replica (${String(stopped.err)})`);
@@ -138,7 +142,7 @@ if (!(await realPostgresAvailable())) {
     t.ok(held.err instanceof DemoQueryError && (held.err.retryAfter ?? 0) >= 1, 'with a retry time');
     t.same((await b.engine.run(query('org_other', 'SELECT 1 AS one'))).rows, [{ one: 1 }], 'everyone else is served there');
     const rows = (await admin.query<{ tenant: string; replica: string }>('SELECT tenant, replica FROM demo_holds')).rows;
-    t.same(rows.map((r) => r.replica), ['rep_a'], 'one hold, of the replica whose worker it cost');
+    t.same(rows.map((r) => r.replica), ['rep_a3'], 'one hold, of the replica whose worker it cost');
     t.notOk(rows.some((r) => r.tenant.includes('org_hog')), 'the store keeps a digest, not the sender');
     // once the replacement is warm, the hold is gone everywhere
     const until = Date.now() + 30_000;
@@ -158,14 +162,13 @@ if (!(await realPostgresAvailable())) {
   // the runaway's replica writes just before it gives the place up)
   t.test('a statement waiting through another replica for the place a runaway gives up is held back, not run', async (t) => {
     let slowStart = false;
-    const a = await replica(t, 'rep_a', {
+    const a = await replica(t, 'rep_a4', {
       cooldownMs: 300,
       startWorker: async (img) => {
         if (slowStart) await new Promise((r) => setTimeout(r, 3000));
         return EmbeddedPostgres.start({ image: img });
       },
     });
-    const b = await replica(t, 'rep_b');
     slowStart = true;
     const runaway = outcome(a.engine.run(query('org_hog', SLOW, { timeoutMs: 1500 })));
     await untilHeld(1);
@@ -184,8 +187,6 @@ if (!(await realPostgresAvailable())) {
   });
 
   t.test("a replica's places end with its connections", async (t) => {
-    const a = await replica(t, 'rep_a');
-    const b = await replica(t, 'rep_b');
     const slow = outcome(a.engine.run(query('org_x', SLOW)));
     await untilHeld(1);
     // as when the replica dies: the store ends its sessions, and with them its locks
@@ -196,14 +197,8 @@ if (!(await realPostgresAvailable())) {
     t.ok(next.at < s.at, 'while the statement of the replica that lost it still runs');
   });
 
-  t.test("a server's idle_in_transaction_session_timeout does not end a place while its statement runs", async (t) => {
-    // review: a place is a transaction left idle while its statement runs; a server-wide timeout
-    // shorter than the statement ended it, and the organization's next statement ran beside it
-    const name = new URL(db.url).pathname.slice(1);
-    await admin.query(`ALTER DATABASE ${name} SET idle_in_transaction_session_timeout = '200ms'`);
-    t.teardown(() => admin.query(`ALTER DATABASE ${name} RESET idle_in_transaction_session_timeout`));
-    const a = await replica(t, 'rep_a'); // new pools: their connections take the setting
-    const b = await replica(t, 'rep_b');
+  t.test("a place outlives the server's idle_in_transaction_session_timeout (200 ms here) while its statement runs", async (t) => {
+    // (the organization's next statement ran beside the first once the server ended its place)
     const slow = outcome(a.engine.run(query('org_x', SLOW)));
     await untilHeld(1);
     const second = outcome(b.engine.run(query('org_x', 'SELECT 1 AS one')));

@@ -4,11 +4,15 @@
  * `svc-relay` process dialing the balancer, and a customer database (issue #14):
  * - relay queries through every replica answer (the replicas without the tunnel forward them);
  * - every replica gives the same status, last_seen_at and version;
+ * - a connection revoked through one replica stops its statement forwarded by another to the
+ *   holder, at the customer database, and every replica answers it 410;
  * - one rate budget across the replicas;
  * - each replica holding the tunnel is killed (SIGKILL) in turn: the relay reconnects through the
  *   balancer within 5 s, a query in flight through another replica fails fast with a retryable
  *   503, and queries through any replica answer again within 10 s;
- * - deleting the relay through a replica that does not hold its tunnel cuts it within a second.
+ * - deleting the relay through a replica that does not hold its tunnel cuts it within a second;
+ * - the agent key revoked: a statement running with it is stopped and every replica refuses it.
+ * (Demo engine fairness across replicas: test/api/demo-shares-replicas and test/demo/shares.)
  * Skipped with a reason where no PostgreSQL answers (the shared store needs one).
  */
 import { randomBytes } from 'node:crypto';
@@ -155,6 +159,31 @@ if (!(await realPostgresAvailable())) {
     const seen = views.map((v) => Date.parse(v?.last_seen_at ?? ''));
     t.ok(Math.max(...seen) - Math.min(...seen) < 2000 && Date.now() - Math.min(...seen) < 3000, `last_seen_at is recent and the same within a heartbeat: ${views.map((v) => v?.last_seen_at).join(', ')}`);
 
+    // a connection revoked through one replica stops its statement running through another (forwarded
+    // to the holder or not) and answers revoked on every replica
+    const watcher = new pg.Client({ connectionString: customer.url });
+    await watcher.connect();
+    t.teardown(() => watcher.end());
+    const running = async (): Promise<boolean> =>
+      (await watcher.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE 'svc-relay%' AND state = 'active'")).rows[0]?.n === 1;
+    const revokedConn = await openConnection(front, agent.key, 'postgres-relay', [`relay:${relayId}`, 'read:public.orders']);
+    const h0 = await until('a holder', holder, 10_000);
+    const [asker, revoker] = replicas.filter((r) => r !== h0) as [Replica, Replica];
+    const inFlight = queryFn(asker.url, agent.key, revokedConn)('SELECT count(*) AS n FROM orders a, orders b, orders c');
+    await until('the statement runs at the customer database', running, 10_000);
+    const revokedAt = Date.now();
+    t.equal((await api(revoker.url, 'POST', `/v1/connections/${revokedConn}/revoke`, { key: agent.key })).status, 200);
+    const cut = await inFlight;
+    const cutAfter = Date.now() - revokedAt;
+    t.equal(`${cut.status} ${cut.body.error?.code ?? ''}`, '410 connection_revoked', `revoked through replica ${revoker.index}: the statement forwarded by replica ${asker.index} to the holder ${h0.index} is stopped`);
+    // the issue's bound is 1 s; the slack keeps a loaded CI machine from failing it
+    t.ok(cutAfter <= 2000, `within ${cutAfter} ms of the revocation`);
+    await until('gone from the customer database', async () => !(await running()), 2000);
+    for (const r of replicas) {
+      const after = await queryFn(r.url, agent.key, revokedConn)('SELECT 1 AS one');
+      t.equal(`${after.status} ${after.body.error?.code ?? ''}`, '410 connection_revoked', `replica ${r.index} answers the revoked connection 410`);
+    }
+
     // one rate budget (20/s, bursts of 40) across the replicas, through the balancer
     await new Promise((r) => setTimeout(r, 2500)); // the key's bucket refills
     const burstStart = Date.now();
@@ -212,5 +241,19 @@ if (!(await realPostgresAvailable())) {
       const after = await ask(r.url);
       t.equal(`${after.status} ${after.body.error?.code ?? ''}`, '410 connection_revoked', `replica ${r.index}: the deleted relay's connection answers the same on every replica`);
     }
+
+    // the agent key revoked (the dashboard's operation, here in the store): every replica refuses
+    // it at once, with the key known to all of them, and a statement running with it is stopped
+    const demoConn = await openConnection(front, agent.key, 'demo-healthcare', ['read:encounters']);
+    for (const r of replicas) t.equal((await queryFn(r.url, agent.key, demoConn)('SELECT count(*) AS n FROM encounters')).status, 200, `replica ${r.index} knows the key`);
+    const demoRunning = queryFn(replicas[0]!.url, agent.key, demoConn)('SELECT count(*) AS n FROM encounters a, encounters b, encounters c');
+    await new Promise((r) => setTimeout(r, 500)); // running in replica 0's demo engine
+    const keyRevokedAt = Date.now();
+    await storeDb.query('UPDATE agent_keys SET revoked_at = now() WHERE key_hash IS NOT NULL AND org_id = (SELECT org_id FROM connections WHERE id = $1)', [demoConn]);
+    const stopped = await demoRunning;
+    const stoppedAfter = Date.now() - keyRevokedAt;
+    t.equal(`${stopped.status} ${stopped.body.error?.code ?? ''}`, '410 connection_revoked', 'the running statement is stopped');
+    t.ok(stoppedAfter <= 2000, `within ${stoppedAfter} ms of the key's revocation (its deadline was 8 s)`);
+    for (const r of replicas) t.equal((await queryFn(r.url, agent.key, demoConn)('SELECT 1 AS one')).status, 401, `replica ${r.index} refuses the revoked key`);
   });
 }
