@@ -4,30 +4,20 @@
  * (control-plane/demo/shares.ts) is not charged: the statement never ran, as when it waits for an
  * engine on one replica (test/api/client-gone). Skipped with a reason where no PostgreSQL answers.
  */
-import pg from 'pg';
 import t from 'tap';
 import { SHARE_SPACE } from '../../control-plane/demo/shares.js';
 import { until } from '../helpers/tap.js';
 import { sendThenLeave } from '../helpers/leave.js';
-import { placesHeld } from '../helpers/advisory.js';
-import { api, freshDatabase, openConnection, realPostgresAvailable, signupAgent, startServer } from '../helpers/server.js';
+import { placesAwaited, placesHeld } from '../helpers/advisory.js';
+import { twoReplicas } from '../helpers/replicas.js';
+import { api, openConnection, realPostgresAvailable, signupAgent } from '../helpers/server.js';
 
 type AuditEvent = { type: string; outcome?: string; error_code?: string | null; cost_cents?: number };
 
 if (!(await realPostgresAvailable())) {
   t.skip('demo share charges through two replicas: no PostgreSQL answers at TEST_DATABASE_URL for the shared store', () => undefined);
 } else {
-  const db = await freshDatabase('svc_test_demo_shares_charges');
-  const a = await startServer({ databaseUrl: db.url, demo: 'eager', limits: { queryTimeoutMs: 20_000 } });
-  const b = await startServer({ databaseUrl: db.url, demo: 'eager', limits: { queryTimeoutMs: 20_000 } });
-  const watcher = new pg.Client({ connectionString: db.url });
-  await watcher.connect();
-  t.teardown(async () => {
-    await watcher.end();
-    await a.close();
-    await b.close();
-    await db.drop();
-  });
+  const { a, b, watcher } = await twoReplicas(t, 'svc_test_demo_shares_charges', { queryTimeoutMs: 20_000 });
 
   // (70ee84f charged it the query price: the demo gate said the statement had its engine before
   // its place across the replicas was taken)
@@ -43,7 +33,7 @@ if (!(await realPostgresAvailable())) {
     const queued = send(b.url);
     await until(
       "the second statement queues for it (through replica b, in the lock's queue)",
-      async () => ((await watcher.query(`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objsubid = 2 AND objid::bigint = ${SHARE_SPACE}`)).rowCount ?? 0) > 0,
+      async () => (await placesAwaited(watcher, SHARE_SPACE)) > 0,
     );
     queued.leave();
     t.equal(await queued.done, undefined, 'the client gave up before any answer');

@@ -4,29 +4,19 @@
  * budget across them (control-plane/demo/shares.ts), through the API. Skipped with a reason where
  * no PostgreSQL answers.
  */
-import pg from 'pg';
 import t from 'tap';
 import { SHARE_SPACE } from '../../control-plane/demo/shares.js';
 import { watchPlaces } from '../helpers/advisory.js';
-import { api, freshDatabase, openConnection, realPostgresAvailable, signupAgent, startServer } from '../helpers/server.js';
+import { twoReplicas } from '../helpers/replicas.js';
+import { api, openConnection, realPostgresAvailable, signupAgent } from '../helpers/server.js';
 
 type QueryBody = { rows?: unknown[]; error?: { code: string } };
 
 if (!(await realPostgresAvailable())) {
   t.skip('demo shares through two replicas: no PostgreSQL answers at TEST_DATABASE_URL for the shared store', () => undefined);
 } else {
-  const db = await freshDatabase('svc_test_demo_shares_api');
-  // a runaway statement is stopped at 1.5 s; the demo engines start with the servers
-  const a = await startServer({ databaseUrl: db.url, demo: 'eager', limits: { queryTimeoutMs: 1500 } });
-  const b = await startServer({ databaseUrl: db.url, demo: 'eager', limits: { queryTimeoutMs: 1500 } });
-  const watcher = new pg.Client({ connectionString: db.url });
-  await watcher.connect();
-  t.teardown(async () => {
-    await watcher.end();
-    await a.close();
-    await b.close();
-    await db.drop();
-  });
+  // a runaway statement is stopped at 1.5 s
+  const { a, b, watcher } = await twoReplicas(t, 'svc_test_demo_shares_api', { queryTimeoutMs: 1500 });
   const ask = (url: string, key: string, conn: string, sql: string) => api<QueryBody>(url, 'POST', `/v1/connections/${conn}/query`, { key, body: { sql } });
 
   t.test("an organization's statements through both replicas hold one share", async (t) => {

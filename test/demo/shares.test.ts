@@ -20,7 +20,7 @@ import { DemoQueryError, type DemoQuery } from '../../control-plane/demo/query.j
 import { SHARE_SPACE, StoreDemoShares } from '../../control-plane/demo/shares.js';
 import { openStore } from '../../control-plane/store/index.js';
 import { blankEngine } from '../helpers/engine.js';
-import { placesHeld } from '../helpers/advisory.js';
+import { endPlaceHolders, placesAwaited, placesHeld } from '../helpers/advisory.js';
 import { freshDatabase, realPostgresAvailable } from '../helpers/server.js';
 import type { TapTest } from '../helpers/tap.js';
 import type { DataImage } from '../../control-plane/embedded/image-fs.js';
@@ -175,7 +175,7 @@ if (!(await realPostgresAvailable())) {
     const waiting = outcome(b.engine.run(query('org_hog', 'SELECT 1 AS one')));
     // its statement through replica b queues for the place (in the lock's queue on the store)
     const until = Date.now() + 20_000;
-    while ((await admin.query(`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objsubid = 2 AND objid::bigint = ${SHARE_SPACE}`)).rowCount === 0) {
+    while ((await placesAwaited(admin, SHARE_SPACE)) === 0) {
       if (Date.now() > until) throw new Error('the second statement never queued for the place');
       await new Promise((r) => setTimeout(r, 10));
     }
@@ -190,7 +190,7 @@ if (!(await realPostgresAvailable())) {
     const slow = outcome(a.engine.run(query('org_x', SLOW)));
     await untilHeld(1);
     // as when the replica dies: the store ends its sessions, and with them its locks
-    await admin.query(`SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND objid::bigint = ${SHARE_SPACE}`);
+    await endPlaceHolders(admin, SHARE_SPACE);
     const next = await outcome(b.engine.run(query('org_x', 'SELECT 1 AS one')));
     const s = await slow;
     t.equal(next.err, undefined, 'the other replica takes the place');

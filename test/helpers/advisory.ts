@@ -2,17 +2,28 @@
  * Places held as advisory locks (the demo engines' shares: control-plane/demo/external.ts on a
  * shared demo database, control-plane/demo/shares.ts on the store), read from pg_locks: one
  * consistent snapshot (pg_stat_activity is read backend by backend, so a place passed from one
- * statement to the next during the read could be counted twice).
+ * statement to the next during the read could be counted twice). pg_locks lists the locks of every
+ * database of the server: these read only the client's own database (test files running at the
+ * same time take places in theirs).
  */
 import type pg from 'pg';
 
-/** granted advisory locks in the two-int4 form whose second key is in [space, space + 64) */
+/** advisory locks of this database in the two-int4 form whose second key is in [space, space + 64) */
+const PLACES = "FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND objsubid = 2 AND objid::bigint >= $1 AND objid::bigint < $1 + 64";
+
+/** places held now */
 export async function placesHeld(client: pg.Client, space: number): Promise<number> {
-  const r = await client.query<{ n: number }>(
-    "SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND objid::bigint >= $1 AND objid::bigint < $1 + 64",
-    [space],
-  );
-  return r.rows[0]?.n ?? 0;
+  return (await client.query<{ n: number }>(`SELECT count(*)::int AS n ${PLACES} AND granted`, [space])).rows[0]?.n ?? 0;
+}
+
+/** statements waiting in a lock's queue for a place */
+export async function placesAwaited(client: pg.Client, space: number): Promise<number> {
+  return (await client.query<{ n: number }>(`SELECT count(*)::int AS n ${PLACES} AND NOT granted`, [space])).rows[0]?.n ?? 0;
+}
+
+/** Ends the sessions holding places (as when their replica dies: the store ends its connections). */
+export async function endPlaceHolders(client: pg.Client, space: number): Promise<void> {
+  await client.query(`SELECT pg_terminate_backend(pid) ${PLACES} AND granted`, [space]);
 }
 
 /** Reads placesHeld every few ms until stopped; `stop` resolves with the most seen at once. */
