@@ -103,6 +103,14 @@ export type ReadOutcome = ({ readonly ok: true; readonly result: ReadResult } | 
 export const SETTLE_TIMEOUT_MS = 2000;
 /** how long a CancelRequest socket may take to connect and be closed by the server */
 export const CANCEL_TIMEOUT_MS = 2000;
+/**
+ * A CancelRequest that reaches the backend while it waits for the client's next message (before
+ * the statement began: the write was still on its way, or the backend between two messages of
+ * it) is ignored by the server, and the statement then runs on. While no answer says that it
+ * ended, the cancel is sent again this often, this many times.
+ */
+export const CANCEL_REPEAT_MS = 500;
+export const CANCEL_REPEATS = 4;
 /** most bytes a row of our own statements may declare (set_config's, the lock release's) */
 const OWN_ROW_BYTES = 1024;
 /** rows (as values) not yet handed on: at most about this many bytes before the socket is paused (then at most one socket read, 64 KiB, more) */
@@ -410,7 +418,14 @@ export async function runReadOnly<R = unknown[]>(client: pg.ClientBase, req: Rea
     // connection's, and a pooler drops a cancel whose connection is gone. Then whatever is still
     // on the wire is dropped with the connection
     if (broken || query.unsent) {
-      if (cancelling) await cancelling;
+      if (cancelling) {
+        await cancelling;
+        for (let i = 0; i < CANCEL_REPEATS && !settled; i++) {
+          const until = Date.now() + CANCEL_REPEAT_MS;
+          while (!settled && Date.now() < until) await new Promise((r) => setTimeout(r, 25));
+          if (!settled) await sendCancelRequest(c, CANCEL_TIMEOUT_MS);
+        }
+      }
       return false;
     }
     // the rest of the answer (ROLLBACK, lock release, ReadyForQuery) is due at once; a database

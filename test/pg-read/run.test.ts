@@ -4,6 +4,7 @@
  * (cancelled at the database), statement_timeout, the wire guard's refusals, the caller's own
  * transaction, and whether the connection may be used again.
  */
+import net from 'node:net';
 import t from 'tap';
 import pg from 'pg';
 import { classifyPgError, GuardedPgClient, runReadOnly, type ReadOnlyRequest, type ReadOutcome } from '../../pg-read/index.js';
@@ -188,6 +189,55 @@ if (!(await realPostgresAvailable())) {
     const early = await read(c4, 'SELECT 1', { signal: ac4.signal });
     t.equal(early.out.ok ? 'ok' : early.out.failure.kind, 'aborted');
     t.equal(early.reusable, true, 'nothing was sent');
+  });
+
+  t.test('a cancel that reaches the backend before its statement does is sent again until the statement stops', async (t) => {
+    // review: once, a revoked relay statement ran on at the database until its own timeout although
+    // the cancel was sent; the server ignores a CancelRequest that comes while the backend waits for
+    // the client's next message. Here a proxy holds the read's one write for 800 ms, so the first
+    // cancel (on a connection of its own, passed at once) comes before the statement
+    const target = new URL(TEST_DATABASE_URL);
+    let holding: net.Socket | undefined;
+    let delivered = false;
+    const sockets = new Set<net.Socket>();
+    const proxy = net.createServer((client) => {
+      const upstream = net.connect(Number(target.port || 5432), target.hostname);
+      for (const s of [client, upstream]) {
+        sockets.add(s);
+        s.on('error', () => undefined);
+      }
+      client.on('data', (d: Buffer) => {
+        if (client !== holding) return void upstream.write(d);
+        setTimeout(() => {
+          upstream.write(d);
+          delivered = true;
+        }, 800);
+      });
+      upstream.on('data', (d: Buffer) => void client.write(d));
+      client.on('close', () => upstream.destroy());
+      upstream.on('close', () => client.destroy());
+    });
+    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', () => r()));
+    t.teardown(async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise((r) => proxy.close(r));
+    });
+    const through = new URL(TEST_DATABASE_URL);
+    through.host = `127.0.0.1:${(proxy.address() as net.AddressInfo).port}`;
+    const c = new GuardedPgClient({ connectionString: through.toString(), application_name: APP });
+    c.on('error', () => undefined);
+    await c.connect();
+    t.teardown(() => c.end().catch(() => undefined));
+    holding = [...sockets].find((s) => s.remotePort === (c as unknown as { connection: { stream: net.Socket } }).connection.stream.localPort);
+    t.ok(holding, 'the proxy holds this connection');
+    const ac = new AbortController();
+    setTimeout(() => ac.abort(new Error('stop')), 100);
+    const stopped = await read(c, 'SELECT pg_sleep(5.04)', { signal: ac.signal });
+    t.equal(stopped.out.ok ? 'ok' : stopped.out.failure.kind, 'aborted');
+    // the held write reaches the backend after the first cancel; by a second after that, a repeated cancel has stopped it
+    while (!delivered) await new Promise((r) => setTimeout(r, 20));
+    await new Promise((r) => setTimeout(r, 1000));
+    t.equal(await running('pg_sleep(5.04)'), 0, 'the statement, begun after the first cancel, was stopped by a later one');
   });
 
   t.test('the wire guard: a row larger than the budget is never decoded', async (t) => {
