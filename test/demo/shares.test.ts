@@ -71,15 +71,26 @@ if (!(await realPostgresAvailable())) {
       await new Promise((r) => setTimeout(r, 20));
     }
   };
-  const replica = async (t: TapTest, name: string, o: { cooldownMs?: number; startWorker?: (img: DataImage) => Promise<EmbeddedPostgres>; url?: string } = {}) => {
+  /** `slowRestartMs`: workers started after the first ones (replacements) take this long to start, as on a loaded machine */
+  const replica = async (t: TapTest, name: string, o: { cooldownMs?: number; slowRestartMs?: number; url?: string } = {}) => {
     const shares = new StoreDemoShares(o.url ?? db.url, name, 6);
+    let warm = false;
+    const slowRestartMs = o.slowRestartMs;
     const engine = await EmbeddedDemoEngine.start(image, {
       min: 2,
       max: 2,
       shares,
       ...(o.cooldownMs !== undefined ? { cooldownMs: o.cooldownMs } : {}),
-      ...(o.startWorker ? { startWorker: o.startWorker } : {}),
+      ...(slowRestartMs !== undefined
+        ? {
+            startWorker: async (img: DataImage) => {
+              if (warm) await new Promise((r) => setTimeout(r, slowRestartMs));
+              return EmbeddedPostgres.start({ image: img });
+            },
+          }
+        : {}),
     });
+    warm = true;
     t.teardown(async () => {
       await engine.close();
       await shares.close();
@@ -126,15 +137,7 @@ if (!(await realPostgresAvailable())) {
   });
 
   t.test("held back on every replica while the worker its statement cost is replaced", async (t) => {
-    let slowStart = false;
-    const a = await replica(t, 'rep_a3', {
-      cooldownMs: 300,
-      startWorker: async (img) => {
-        if (slowStart) await new Promise((r) => setTimeout(r, 2000));
-        return EmbeddedPostgres.start({ image: img });
-      },
-    });
-    slowStart = true;
+    const a = await replica(t, 'rep_a3', { cooldownMs: 300, slowRestartMs: 2000 });
     const stopped = await outcome(a.engine.run(query('org_hog', SLOW, { timeoutMs: 300 })));
     t.ok(stopped.err instanceof DemoQueryError && stopped.err.code === 'DEMO_ERR_TIMEOUT', `stopped at its deadline on one replica (${String(stopped.err)})`);
     const held = await outcome(b.engine.run(query('org_hog', 'SELECT 1 AS one')));
@@ -161,15 +164,7 @@ if (!(await realPostgresAvailable())) {
   // (70ee84f let it run: a place won in the lock's queue was not checked against the hold that
   // the runaway's replica writes just before it gives the place up)
   t.test('a statement waiting through another replica for the place a runaway gives up is held back, not run', async (t) => {
-    let slowStart = false;
-    const a = await replica(t, 'rep_a4', {
-      cooldownMs: 300,
-      startWorker: async (img) => {
-        if (slowStart) await new Promise((r) => setTimeout(r, 3000));
-        return EmbeddedPostgres.start({ image: img });
-      },
-    });
-    slowStart = true;
+    const a = await replica(t, 'rep_a4', { cooldownMs: 300, slowRestartMs: 3000 });
     const runaway = outcome(a.engine.run(query('org_hog', SLOW, { timeoutMs: 1500 })));
     await untilHeld(1);
     const waiting = outcome(b.engine.run(query('org_hog', 'SELECT 1 AS one')));
