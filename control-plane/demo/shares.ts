@@ -82,6 +82,8 @@ interface Placement {
 export class StoreDemoShares implements DemoShares {
   private readonly pool: pg.Pool;
   readonly replica: string;
+  /** a hold was written by this replica (until then there is nothing of its own to clear) */
+  private held = false;
 
   /** `url`: the PostgreSQL store; `poolSize`: one per statement the replica runs at once, and spares */
   constructor(url: string, replica: string, poolSize: number) {
@@ -167,6 +169,7 @@ export class StoreDemoShares implements DemoShares {
   }
 
   async hold(tenant: string, ms: number): Promise<void> {
+    this.held = true;
     // holds that lapsed go with the next one (they are rare: a statement that cost a worker)
     await this.pool
       .query(
@@ -179,6 +182,7 @@ export class StoreDemoShares implements DemoShares {
   }
 
   async clear(tenant?: string): Promise<void> {
+    if (!this.held) return; // (a replica that never held anyone back opens no connection at its close)
     await this.pool
       .query(
         tenant === undefined ? 'DELETE FROM demo_holds WHERE replica = $1' : 'DELETE FROM demo_holds WHERE replica = $1 AND tenant = $2',
