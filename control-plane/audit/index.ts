@@ -59,7 +59,7 @@ export async function appendEvent(sql: Sql, connectionId: string, fields: Record
 
 export async function appendPending(sql: Sql, ev: PendingEvent): Promise<AuditEvent> {
   try {
-    const [row] = await sql.query<AppendedRow>('SELECT o_seq, o_prev, o_hash, o_at FROM svc_append_event($1, $2, $3, $4, $5, $6)', [ev.connectionId, ev.id, ...ev.parts]);
+    const [row] = await sql.query<AppendedRow>('SELECT o_seq, o_prev, o_hash, o_at FROM svc_append_event($1, $2, $3, $4, $5, $6)', [ev.connectionId, ev.id, ...ev.parts], { prepared: true });
     return ev.appended(row);
   } catch (err) {
     if (isNoData(err)) throw new AuditError(`connection ${ev.connectionId} not found`);

@@ -203,6 +203,7 @@ export async function reserve(store: Store, orgId: string, maxResultBytes: numbe
         opts.connectionId ?? null,
         opts.keyId ?? null,
       ],
+      { prepared: true },
     );
     switch (r?.o_outcome) {
       case 'trial': {
@@ -301,6 +302,7 @@ export async function settleQuery(sql: Sql, q: SettleQuery): Promise<SettleOutco
       q.event.id,
       ...q.event.parts,
     ],
+    { prepared: true },
   );
   if (!row) throw new Error('svc_settle answered no row');
   if (row.o_outcome === 'ok') {

@@ -13,7 +13,7 @@ import type { BatchItemResult, EngineModule, QueryResult, ReadQuerySpec, Request
 export type { ReadQuerySpec } from './messages.js';
 
 type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void; progress?: (p: unknown) => void };
-type QueuedStatement = { readonly sql: string; readonly params: readonly unknown[]; resolve: (rows: Record<string, unknown>[]) => void; reject: (e: Error) => void };
+type QueuedStatement = { readonly sql: string; readonly params: readonly unknown[]; readonly prepared: boolean; resolve: (rows: Record<string, unknown>[]) => void; reject: (e: Error) => void };
 
 /** The most statements sent to the engine in one message. */
 const MAX_BATCH = 64;
@@ -240,9 +240,10 @@ export class EmbeddedPostgres {
    * `exclusive()` between them, go to the thread together in one message (at most MAX_BATCH),
    * taking their place in the engine's first-come order when the first of them is asked for; the
    * thread runs them one after another, each on its own, and each answers or fails alone. Under
-   * load the thread hop is paid once per batch instead of once per statement.
+   * load the thread hop is paid once per batch instead of once per statement. A `prepared`
+   * statement is kept prepared by the thread after its first run (worker.ts), by its text.
    */
-  query(sql: string, params: readonly unknown[] = []): Promise<Record<string, unknown>[]> {
+  query(sql: string, params: readonly unknown[] = [], prepared = false): Promise<Record<string, unknown>[]> {
     return new Promise((resolve, reject) => {
       let batch = this.open;
       if (!batch || batch.length >= MAX_BATCH) {
@@ -250,7 +251,7 @@ export class EmbeddedPostgres {
         batch = this.open = fresh;
         void this.acquire(() => this.runBatch(fresh));
       }
-      batch.push({ sql, params, resolve, reject });
+      batch.push({ sql, params, prepared, resolve, reject });
     });
   }
 
@@ -261,7 +262,7 @@ export class EmbeddedPostgres {
     if (this.open === items) this.open = undefined;
     let results: BatchItemResult[];
     try {
-      results = (await this.send({ op: 'batch', items: items.map((i) => ({ sql: i.sql, params: i.params })) })) as BatchItemResult[];
+      results = (await this.send({ op: 'batch', items: items.map((i) => ({ sql: i.sql, params: i.params, ...(i.prepared ? { prepared: true } : {}) })) })) as BatchItemResult[];
     } catch (err) {
       if (this.dead || items.length === 1) {
         for (const item of items) item.reject(err as Error);

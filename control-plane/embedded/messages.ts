@@ -38,7 +38,7 @@ export type Request =
   | { readonly id: number; readonly op: 'query'; readonly sql: string; readonly params: readonly unknown[] }
   | { readonly id: number; readonly op: 'exec'; readonly sql: string }
   /** statements run one after another, each on its own (autocommit): one message for many */
-  | { readonly id: number; readonly op: 'batch'; readonly items: readonly { readonly sql: string; readonly params: readonly unknown[] }[] }
+  | { readonly id: number; readonly op: 'batch'; readonly items: readonly BatchItem[] }
   | { readonly id: number; readonly op: 'read'; readonly spec: ReadQuerySpec }
   | { readonly id: number; readonly op: 'dump' }
   /** bytes of image files this engine copied (see image-fs.ts) */
@@ -52,6 +52,13 @@ export interface WorkerErrorInfo {
   /** SQLSTATE when the database raised it */
   readonly code?: string;
   readonly position?: number;
+}
+
+/** One statement of a batch; `prepared`: kept prepared by the thread after its first run, by its text. */
+export interface BatchItem {
+  readonly sql: string;
+  readonly params: readonly unknown[];
+  readonly prepared?: boolean;
 }
 
 /** One statement's outcome in a batch. */

@@ -6,7 +6,7 @@ import { parentPort } from 'node:worker_threads';
 import { messages as wire, PGlite, parse as results, protocol, type PGliteOptions } from '@electric-sql/pglite';
 import { ImageFs } from './image-fs.js';
 import { collectRows, FETCH_BATCH, firstFetch, type Batch, type ReadQueryResult, type Row } from '../results/index.js';
-import type { BatchItemResult, ReadQuerySpec, Request, Response, WorkerErrorInfo } from './messages.js';
+import type { BatchItem, BatchItemResult, ReadQuerySpec, Request, Response, WorkerErrorInfo } from './messages.js';
 
 if (!parentPort) throw new Error('embedded/worker.ts must run in a worker thread');
 const port = parentPort;
@@ -109,7 +109,21 @@ function textParams(params: readonly unknown[]): (string | null)[] | undefined {
   return out;
 }
 
-type BatchItem = { readonly sql: string; readonly params: readonly unknown[] };
+/**
+ * Statements kept prepared in this engine's session, by text (`BatchItem.prepared`: the query
+ * path's reservation and settlement, sent for every query): parsing and planning the outer
+ * statement was about a third of the engine's time for each. Named here, at most
+ * {@link PREPARED_MAX}; a name is marked prepared once a statement ran under it without error.
+ */
+const preparedNames = new Map<string, string>();
+const preparedReady = new Set<string>();
+const PREPARED_MAX = 32;
+
+function preparedName(sql: string): string | undefined {
+  let name = preparedNames.get(sql);
+  if (name === undefined && preparedNames.size < PREPARED_MAX) preparedNames.set(sql, (name = `svc_prepared_${preparedNames.size + 1}`));
+  return name;
+}
 
 /**
  * Statements run one after another, each on its own (autocommit), each answering or failing alone.
@@ -124,8 +138,12 @@ async function batch(items: readonly BatchItem[]): Promise<BatchItemResult[]> {
   const out: BatchItemResult[] = [];
   let i = 0;
   while (i < items.length) {
-    const group: { sql: string; values: (string | null)[] }[] = [];
-    for (let values; i < items.length && (values = textParams((items[i] as BatchItem).params)); i++) group.push({ sql: (items[i] as BatchItem).sql, values });
+    const group: Grouped[] = [];
+    for (let values; i < items.length && (values = textParams((items[i] as BatchItem).params)); i++) {
+      const item = items[i] as BatchItem;
+      const name = item.prepared ? preparedName(item.sql) : undefined;
+      group.push({ sql: item.sql, values, ...(name ? { name } : {}) });
+    }
     if (group.length > 0) {
       out.push(...(await together(pg, group)));
       continue;
@@ -134,6 +152,9 @@ async function batch(items: readonly BatchItem[]): Promise<BatchItemResult[]> {
   }
   return out;
 }
+
+/** A statement of a batch whose parameters are all text; `name`: the one it is kept prepared under. */
+type Grouped = { readonly sql: string; readonly values: (string | null)[]; readonly name?: string };
 
 /** One statement through PGlite's `query()`. */
 async function alone(pg: PGlite, item: BatchItem): Promise<BatchItemResult> {
@@ -150,12 +171,18 @@ async function alone(pg: PGlite, item: BatchItem): Promise<BatchItemResult> {
  * statement alone, as its `query()` would have, after it ran; an engine that fails mid-message
  * fails every statement of it (which of them ran is unknown).
  */
-async function together(pg: PGlite, group: readonly { sql: string; values: (string | null)[] }[]): Promise<BatchItemResult[]> {
+async function together(pg: PGlite, group: readonly Grouped[]): Promise<BatchItemResult[]> {
   const s = protocol.serialize;
   let message: Uint8Array;
   try {
     const parts: Uint8Array[] = [];
-    for (const g of group) parts.push(s.parse({ text: g.sql }), s.bind({ values: g.values }), s.describe({ type: 'P' }), s.execute({}), s.sync());
+    for (const g of group) {
+      if (g.name === undefined) parts.push(s.parse({ text: g.sql }), s.bind({ values: g.values }));
+      else if (preparedReady.has(g.name)) parts.push(s.bind({ statement: g.name, values: g.values }));
+      // closing a name that is not prepared is no error: a statement that failed may have left it
+      else parts.push(s.close({ type: 'S', name: g.name }), s.parse({ text: g.sql, name: g.name }), s.bind({ statement: g.name, values: g.values }));
+      parts.push(s.describe({ type: 'P' }), s.execute({}), s.sync());
+    }
     message = Buffer.concat(parts);
   } catch {
     // not sent (too large together): each alone, one after another
@@ -172,6 +199,8 @@ async function together(pg: PGlite, group: readonly { sql: string; values: (stri
       else (answers[answers.length - 1] as wire.BackendMessage[]).push(m);
     }
   } catch (err) {
+    // which statements ran, and so which names are prepared, is unknown: each is prepared again
+    preparedReady.clear();
     const error = errorInfo(err);
     return group.map(() => ({ ok: false, error }));
   }
@@ -181,9 +210,13 @@ async function together(pg: PGlite, group: readonly { sql: string; values: (stri
     // ran, not written out: each fails, as its query() would have
     synced = errorInfo(err);
   }
-  return group.map((_, k): BatchItemResult => {
+  return group.map((g, k): BatchItemResult => {
     const messages = answers[k] ?? [];
     const error = messages.find((m): m is wire.DatabaseError => m instanceof wire.DatabaseError);
+    if (g.name !== undefined) {
+      if (error || k >= answers.length - 1) preparedReady.delete(g.name);
+      else preparedReady.add(g.name);
+    }
     if (error) return { ok: false, error: errorInfo(error) };
     if (k >= answers.length - 1) return { ok: false, error: { message: 'the engine gave no answer to this statement' } };
     if (synced) return { ok: false, error: synced };

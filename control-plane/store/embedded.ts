@@ -1,6 +1,6 @@
 import fs from 'node:fs/promises';
 import { EmbeddedPostgres } from '../embedded/index.js';
-import type { Row, Sql, Store } from './types.js';
+import type { QueryOptions, Row, Sql, Store } from './types.js';
 
 /**
  * The store's server settings: a 32 MB buffer cache (PGlite's default is 128 MB) holds the hot
@@ -60,7 +60,7 @@ export async function openEmbeddedStore(dir: string, template?: Uint8Array, chec
 function storeOver(engine: EmbeddedPostgres): Store {
   return {
     kind: 'embedded',
-    query: <T extends object = Row>(text: string, params: readonly unknown[] = []) => engine.query(text, params) as Promise<T[]>,
+    query: <T extends object = Row>(text: string, params: readonly unknown[] = [], options?: QueryOptions) => engine.query(text, params, options?.prepared === true) as Promise<T[]>,
     tx: <T>(fn: (sql: Sql) => Promise<T>) =>
       engine.exclusive(async (s) => {
         await s.exec('BEGIN');

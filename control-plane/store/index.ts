@@ -8,7 +8,7 @@ import { migrate } from './migrations.js';
 import { openPostgresStore } from './postgres.js';
 import { StoreError, type Store } from './types.js';
 
-export type { Row, Sql, Store } from './types.js';
+export type { QueryOptions, Row, Sql, Store } from './types.js';
 export { StoreError } from './types.js';
 export { MIGRATIONS, migrate, type Migration } from './migrations.js';
 

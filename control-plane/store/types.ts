@@ -2,8 +2,18 @@
 
 export type Row = Record<string, unknown>;
 
+export interface QueryOptions {
+  /**
+   * one of the statements every query sends (its reservation, its settlement): an embedded store
+   * keeps it prepared, parsed and planned once per engine instead of for each call; a PostgreSQL
+   * store sends it as any other (a balancer between the store and its server may not keep a
+   * session's prepared statements)
+   */
+  readonly prepared?: boolean;
+}
+
 export interface Sql {
-  query<T extends object = Row>(text: string, params?: readonly unknown[]): Promise<T[]>;
+  query<T extends object = Row>(text: string, params?: readonly unknown[], options?: QueryOptions): Promise<T[]>;
 }
 
 export interface Store extends Sql {
