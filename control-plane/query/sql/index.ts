@@ -126,16 +126,32 @@ function tooComplex(why: string): SqlPolicyError {
 }
 
 /** Counts the tree iteratively (no recursion, so a deep tree cannot overflow here). */
-function assertTreeWithinLimits(root: unknown): void {
+function assertTreeWithinLimits(root: object): void {
   let nodes = 0;
-  const stack: [unknown, number][] = [[root, 0]];
-  while (stack.length > 0) {
-    const [value, depth] = stack.pop() as [unknown, number];
-    if (value === null || typeof value !== 'object') continue;
+  // two stacks of the same length, not one of [node, depth] pairs: nothing allocated per node
+  const values: object[] = [root];
+  const depths: number[] = [0];
+  while (values.length > 0) {
+    const value = values.pop() as object;
+    const depth = depths.pop() as number;
     if (++nodes > SQL_TREE_LIMITS.maxNodes) throw tooComplex(`more than ${SQL_TREE_LIMITS.maxNodes} syntax nodes`);
     if (depth > SQL_TREE_LIMITS.maxDepth) throw tooComplex(`nested more than ${SQL_TREE_LIMITS.maxDepth} levels deep`);
-    if (Array.isArray(value)) for (const v of value) stack.push([v, depth + 1]);
-    else for (const v of Object.values(value as Record<string, unknown>)) stack.push([v, depth + 1]);
+    if (Array.isArray(value)) {
+      for (const v of value as unknown[]) {
+        if (v !== null && typeof v === 'object') {
+          values.push(v);
+          depths.push(depth + 1);
+        }
+      }
+    } else {
+      for (const k in value) {
+        const v = (value as Record<string, unknown>)[k];
+        if (v !== null && typeof v === 'object') {
+          values.push(v);
+          depths.push(depth + 1);
+        }
+      }
+    }
   }
 }
 

@@ -55,6 +55,8 @@ export function physicalRangeVar(template: Template, rv: Obj): Obj {
   return only;
 }
 
+const hasOwn = Object.prototype.hasOwnProperty;
+
 /** structural equality of parse trees, ignoring source locations and ONLY (`inh`) */
 export function sameTree(a: unknown, b: unknown): boolean {
   if (a === b) return true;
@@ -67,12 +69,13 @@ export function sameTree(a: unknown, b: unknown): boolean {
   if (Array.isArray(b)) return false;
   const ao = a as Obj;
   const bo = b as Obj;
+  // own keys only: the trees are JSON.parse's plain objects (for…in: no key arrays allocated)
   let n = 0;
-  for (const k of Object.keys(ao)) {
-    if (k === 'location' || k === 'inh') continue;
-    if (!Object.prototype.hasOwnProperty.call(bo, k) || !sameTree(ao[k], bo[k])) return false;
+  for (const k in ao) {
+    if (!hasOwn.call(ao, k) || k === 'location' || k === 'inh') continue;
+    if (!hasOwn.call(bo, k) || !sameTree(ao[k], bo[k])) return false;
     n++;
   }
-  for (const k of Object.keys(bo)) if (k !== 'location' && k !== 'inh') n--;
+  for (const k in bo) if (hasOwn.call(bo, k) && k !== 'location' && k !== 'inh') n--;
   return n === 0;
 }

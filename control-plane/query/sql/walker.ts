@@ -35,6 +35,8 @@ function inScope(scope: Scope | null, name: string): boolean {
 
 export const MAX_DEPTH = 800;
 
+const hasOwn = Object.prototype.hasOwnProperty;
+
 export class Walker {
   readonly tables = new Set<string>();
   /** templates used by the rewrite (check mode) / allowed to appear (verify mode), by key */
@@ -72,10 +74,14 @@ export class Walker {
     if (typeof wrapper !== 'object' || wrapper === null || Array.isArray(wrapper)) {
       throw unsupported('malformed parse tree');
     }
-    const keys = Object.keys(wrapper);
-    if (keys.length === 0) return undefined; // NIL placeholder, e.g. plain DISTINCT
-    if (keys.length !== 1) throw unsupported('malformed parse tree');
-    const type = keys[0] as string;
+    // its one key (for…in: no key array allocated per node)
+    let type: string | undefined;
+    for (const key in wrapper) {
+      if (!hasOwn.call(wrapper, key)) continue;
+      if (type !== undefined) throw unsupported('malformed parse tree');
+      type = key;
+    }
+    if (type === undefined) return undefined; // NIL placeholder, e.g. plain DISTINCT
     const body = (wrapper as Obj)[type];
     if (typeof body !== 'object' || body === null || Array.isArray(body)) throw unsupported(type);
 
@@ -133,7 +139,8 @@ export class Walker {
         break;
     }
 
-    for (const key of Object.keys(obj)) {
+    for (const key in obj) {
+      if (!hasOwn.call(obj, key)) continue;
       const kind = fields.get(key);
       if (kind === undefined) throw unsupported(`${type}.${key}`);
       if (type === 'SelectStmt' && (key === 'withClause' || key === 'intoClause' || key === 'lockingClause')) continue;
@@ -345,7 +352,8 @@ export class Walker {
     const shape = { ...sel, fromClause: [relation] };
     let match = false;
     for (const t of this.used.values()) {
-      if (t.reparsed && sameTree(shape, t.reparsed)) {
+      // the name first (equal trees have it): the full comparison only for the one template
+      if (t.reparsed && rv['relname'] === t.entry.table && rv['schemaname'] === t.entry.schema && sameTree(shape, t.reparsed)) {
         match = true;
         break;
       }
