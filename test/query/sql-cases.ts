@@ -1,9 +1,24 @@
-/** Shared statement corpus of the SQL policy tests (sql.test.ts, sql-pglite.test.ts). */
+/** Shared statement corpus of the SQL policy tests (sql.test.ts, sql-pglite.test.ts, splice.test.ts). */
 import type { ScopedTable, SqlPolicy } from '../../control-plane/query/sql/index.js';
+import { splicer } from '../../control-plane/query/sql/splice.js';
 
 export const ENC_PRED = `"period_start" >= '2024-01-01T00:00:00Z'::timestamptz AND "period_start" < '2024-04-01T00:00:00Z'::timestamptz`;
 /** how the predicate reads after deparse */
 export const ENC_PRED_OUT = `period_start >= '2024-01-01T00:00:00Z'::timestamptz AND period_start < '2024-04-01T00:00:00Z'::timestamptz`;
+
+/**
+ * `f` run with the policy's text splice (splice.ts) turned off: what it returns is the deparsed
+ * rewritten tree, the policy's only output before the splice and its fallback since.
+ */
+export function viaTree<T>(f: () => T): T {
+  const real = splicer.splice;
+  splicer.splice = () => null;
+  try {
+    return f();
+  } finally {
+    splicer.splice = real;
+  }
+}
 
 export const allowed = new Map<string, ScopedTable>([
   ['encounters', { name: 'encounters', schema: 'demo_healthcare', table: 'encounters', predicate: ENC_PRED }],
@@ -24,6 +39,7 @@ export interface Legit {
   kind?: string;
   /** how many times the encounters predicate must appear */
   enc?: number;
+  /** in the deparsed rewrite (the tree path, {@link viaTree}) */
   contains?: string[];
   notContains?: string[];
 }
@@ -311,3 +327,70 @@ export const hostile: Hostile[] = [
   { sql: 'SELECT * FROM (SELECT 1) s UNION SELECT * FROM (WITH claims AS (SELECT 1) SELECT 2) t UNION SELECT id FROM claims', table: 'claims' },
 ];
 
+
+// ---------------------------------------------------------------------------------------------
+// the text splice (splice.ts): which statements it takes, which it leaves to the deparsed tree
+
+export interface SpliceCase {
+  sql: string;
+  /** 'splice': the agent's text with the table names replaced; 'tree': the deparsed rewrite */
+  path: 'splice' | 'tree';
+  /** the spliced text, `ENC`/`PAT` standing for the encounters subquery / the patients reference */
+  out?: string;
+}
+
+/** what the splice writes for encounters (with its predicate) and for patients (no predicate) */
+export const SPLICED_ENC = `(SELECT * FROM demo_healthcare.encounters WHERE ${ENC_PRED_OUT} OFFSET 0)`;
+export const SPLICED_PAT = '"demo_healthcare"."patients"';
+
+export const spliceCases: SpliceCase[] = [
+  { sql: 'SELECT e.id, p.name FROM encounters e JOIN patients p ON p.id = e.patient_id', path: 'splice', out: 'SELECT e.id, p.name FROM ENC e JOIN PAT p ON p.id = e.patient_id' },
+  // doubtful text: the deparsed tree
+  { sql: "SELECT e.id, 'é' AS x FROM encounters e", path: 'tree' },
+  { sql: 'SELECT e.id FROM encounters e -- a comment', path: 'tree' },
+  { sql: 'SELECT e.id /* a comment */ FROM encounters e', path: 'tree' },
+  { sql: 'SELECT count(*) FROM demo_healthcare./* between the parts */encounters', path: 'tree' },
+  { sql: "SELECT E'a\\\\b' AS s, count(*) FROM encounters", path: 'tree' },
+  { sql: "SELECT count(*) FROM U&\"!0065ncounters\" UESCAPE '!'", path: 'tree' },
+  { sql: 'SELECT p.id FROM patients"p"', path: 'tree' },
+  // rewrites the splice does not make
+  { sql: 'EXPLAIN SELECT * FROM encounters', path: 'tree' },
+  { sql: 'SELECT count(*) FROM encounters TABLESAMPLE BERNOULLI (100)', path: 'tree' },
+  { sql: 'SELECT count(*) FROM ONLY encounters', path: 'tree' },
+  { sql: 'SELECT count(*) FROM encounters *', path: 'tree' },
+  { sql: 'SELECT count(*) FROM patients * p', path: 'tree' },
+  { sql: 'TABLE patients', path: 'tree' },
+  { sql: 'SELECT 1 UNION TABLE patients', path: 'tree' },
+  // names however written
+  { sql: 'SELECT id FROM "encounters" WHERE id < 5', path: 'splice', out: 'SELECT id FROM ENC AS "encounters" WHERE id < 5' },
+  { sql: 'select count(*) from ENCOUNTERS', path: 'splice', out: 'select count(*) from ENC AS "encounters"' },
+  { sql: 'SELECT count(*) FROM demo_healthcare.encounters', path: 'splice', out: 'SELECT count(*) FROM ENC AS "encounters"' },
+  { sql: 'SELECT count(*) FROM demo_healthcare . encounters', path: 'splice', out: 'SELECT count(*) FROM ENC AS "encounters"' },
+  { sql: 'SELECT count(*) FROM "demo_healthcare"."encounters" e', path: 'splice', out: 'SELECT count(*) FROM ENC e' },
+  { sql: 'SELECT count(*) FROM Demo_Healthcare.Patients AS p', path: 'splice', out: 'SELECT count(*) FROM PAT AS p' },
+  { sql: 'SELECT patients.name FROM public.patients', path: 'splice', out: 'SELECT patients.name FROM PAT AS "patients"' },
+  { sql: 'SELECT p.id FROM "patients"p', path: 'splice', out: 'SELECT p.id FROM PAT p' },
+  // aliases, joins, subqueries, CTEs, set operations
+  { sql: 'SELECT x.a FROM encounters AS x(a, b)', path: 'splice', out: 'SELECT x.a FROM ENC AS x(a, b)' },
+  { sql: 'SELECT p.id, p.nm, n.gender FROM patients AS p(id, nm) JOIN patients n ON n.id = p.id', path: 'splice', out: 'SELECT p.id, p.nm, n.gender FROM PAT AS p(id, nm) JOIN PAT n ON n.id = p.id' },
+  {
+    sql: 'SELECT p.id, l.period_start FROM patients p CROSS JOIN LATERAL (SELECT e.period_start FROM encounters e WHERE e.patient_id = p.id ORDER BY e.period_start DESC LIMIT 1) AS l',
+    path: 'splice',
+    out: 'SELECT p.id, l.period_start FROM PAT p CROSS JOIN LATERAL (SELECT e.period_start FROM ENC e WHERE e.patient_id = p.id ORDER BY e.period_start DESC LIMIT 1) AS l',
+  },
+  { sql: 'WITH patients AS (SELECT id FROM encounters) SELECT count(*) FROM patients', path: 'splice', out: 'WITH patients AS (SELECT id FROM ENC AS "encounters") SELECT count(*) FROM patients' },
+  { sql: 'WITH claims AS (SELECT * FROM encounters) SELECT count(*) FROM claims', path: 'splice', out: 'WITH claims AS (SELECT * FROM ENC AS "encounters") SELECT count(*) FROM claims' },
+  { sql: 'SELECT count(*) FROM encounters a JOIN encounters b ON a.previous_id = b.id', path: 'splice', out: 'SELECT count(*) FROM ENC a JOIN ENC b ON a.previous_id = b.id' },
+  { sql: 'SELECT count(*) FROM patients WHERE id IN (SELECT patient_id FROM encounters)', path: 'splice', out: 'SELECT count(*) FROM PAT AS "patients" WHERE id IN (SELECT patient_id FROM ENC AS "encounters")' },
+  { sql: 'SELECT id FROM encounters UNION SELECT id FROM patients', path: 'splice', out: 'SELECT id FROM ENC AS "encounters" UNION SELECT id FROM PAT AS "patients"' },
+  { sql: 'SELECT id FROM encounters INTERSECT SELECT id FROM patients EXCEPT ALL SELECT 1', path: 'splice', out: 'SELECT id FROM ENC AS "encounters" INTERSECT SELECT id FROM PAT AS "patients" EXCEPT ALL SELECT 1' },
+  { sql: 'SELECT count(*) FROM (encounters e CROSS JOIN patients) WHERE e.id < 3', path: 'splice', out: 'SELECT count(*) FROM (ENC e CROSS JOIN PAT AS "patients") WHERE e.id < 3' },
+  // the statement's own span: no trailing semicolon, no surrounding space
+  { sql: 'SELECT count(*) FROM encounters ;  ', path: 'splice', out: 'SELECT count(*) FROM ENC AS "encounters"' },
+  { sql: '\n  SELECT count(*)\n  FROM encounters e\n', path: 'splice', out: 'SELECT count(*)\n  FROM ENC e' },
+  // no table at all: the agent's text as it is
+  { sql: "select  1 AS one, 'x' AS s", path: 'splice', out: "select  1 AS one, 'x' AS s" },
+];
+
+/** a case's expected spliced text */
+export const splicedOut = (c: SpliceCase): string | undefined => c.out?.replaceAll('ENC', SPLICED_ENC).replaceAll('PAT', SPLICED_PAT);

@@ -8,7 +8,7 @@ import {
   type SqlPolicy,
   SqlPolicyError,
 } from '../../control-plane/query/sql/index.js';
-import { ENC_PRED_OUT, hostile, legit, policy } from './sql-cases.js';
+import { ENC_PRED_OUT, hostile, legit, policy, viaTree } from './sql-cases.js';
 
 await initSqlParser();
 await initSqlParser(); // idempotent
@@ -43,43 +43,50 @@ function count(hay: string, needle: string): number {
   return hay.split(needle).length - 1;
 }
 
-t.test('legit statements pass and are rewritten', async (t) => {
+t.test('legit statements pass and are rewritten (the text splice, and the deparsed tree)', async (t) => {
   for (const c of legit) {
-    let r;
-    try {
-      r = checkAndRewrite(c.sql, policy);
-    } catch (err) {
-      t.fail(`${c.sql}: ${(err as Error).message}`);
-      continue;
+    for (const path of ['splice', 'tree'] as const) {
+      let r;
+      try {
+        r = path === 'tree' ? viaTree(() => checkAndRewrite(c.sql, policy)) : checkAndRewrite(c.sql, policy);
+      } catch (err) {
+        t.fail(`${path}: ${c.sql}: ${(err as Error).message}`);
+        continue;
+      }
+      t.same(r.tables, c.tables, `tables of: ${c.sql}`);
+      t.equal(r.kind, c.kind ?? (c.sql.startsWith('EXPLAIN') ? 'explain' : 'select'), `kind of: ${c.sql}`);
+      t.ok(reparses(r.sql), `re-parses: ${r.sql}`);
+      t.equal(count(r.sql, ENC_PRED_OUT), c.enc ?? 0, `encounters predicate applied ${c.enc ?? 0}x: ${r.sql}`);
+      for (const name of ['encounters', 'patients']) {
+        if (r.tables.includes(name)) t.notMatch(r.sql, new RegExp(`FROM (ONLY )?"?${name}\\b`), `no bare reference to ${name}: ${r.sql}`);
+      }
+      if (path === 'tree') for (const s of c.contains ?? []) t.ok(r.sql.includes(s), `${JSON.stringify(s)} in ${r.sql}`);
+      for (const s of c.notContains ?? []) t.notOk(r.sql.includes(s), `${JSON.stringify(s)} not in ${r.sql}`);
+      // the rewritten statement passes the checker again (its physical names are qualified)
+      t.doesNotThrow(() => checkAndRewrite(r.sql, policy), `rewritten SQL checks again: ${r.sql}`);
     }
-    t.same(r.tables, c.tables, `tables of: ${c.sql}`);
-    t.equal(r.kind, c.kind ?? (c.sql.startsWith('EXPLAIN') ? 'explain' : 'select'), `kind of: ${c.sql}`);
-    t.ok(reparses(r.sql), `re-parses: ${r.sql}`);
-    t.equal(count(r.sql, ENC_PRED_OUT), c.enc ?? 0, `encounters predicate applied ${c.enc ?? 0}x: ${r.sql}`);
-    for (const name of ['encounters', 'patients']) {
-      if (r.tables.includes(name)) t.notMatch(r.sql, new RegExp(`FROM (ONLY )?${name}\\b`), `no bare reference to ${name}: ${r.sql}`);
-    }
-    for (const s of c.contains ?? []) t.ok(r.sql.includes(s), `${JSON.stringify(s)} in ${r.sql}`);
-    for (const s of c.notContains ?? []) t.notOk(r.sql.includes(s), `${JSON.stringify(s)} not in ${r.sql}`);
-    // the rewritten statement passes the checker again (its physical names are qualified)
-    t.doesNotThrow(() => checkAndRewrite(r.sql, policy), `rewritten SQL checks again: ${r.sql}`);
   }
 });
 
 t.test('rewrite shape', async (t) => {
+  // the agent's text, each table name replaced (splice.ts)
   const r = checkAndRewrite('SELECT e.id FROM encounters e', policy);
-  t.equal(r.sql, `SELECT e.id FROM ( SELECT * FROM demo_healthcare.encounters WHERE ${ENC_PRED_OUT} OFFSET 0 ) AS e`);
+  t.equal(r.sql, `SELECT e.id FROM (SELECT * FROM demo_healthcare.encounters WHERE ${ENC_PRED_OUT} OFFSET 0) e`);
+  // the deparsed tree (the fallback)
+  t.equal(viaTree(() => checkAndRewrite('SELECT e.id FROM encounters e', policy)).sql, `SELECT e.id FROM ( SELECT * FROM demo_healthcare.encounters WHERE ${ENC_PRED_OUT} OFFSET 0 ) AS e`);
   const v = checkAndRewrite("VALUES (1, 'a')", policy);
   t.equal(v.kind, 'values');
   t.same(v.tables, []);
-  const p = checkAndRewrite('SELECT * FROM patients', policy);
   // no predicate: a direct reference (keeps primary-key functional dependencies, indexes)
-  t.equal(p.sql, 'SELECT * FROM demo_healthcare.patients AS patients');
-  const pa = checkAndRewrite('SELECT p.id, p.name, count(*) FROM patients AS p(id, nm) JOIN encounters e ON e.patient_id = p.id GROUP BY p.id', policy);
-  t.match(pa.sql, /^SELECT p\.id, p\.name, count\(\*\) FROM demo_healthcare\.patients AS p\(id, nm\) JOIN \( SELECT \* FROM demo_healthcare\.encounters WHERE .* OFFSET 0 \) AS e ON/);
+  t.equal(checkAndRewrite('SELECT * FROM patients', policy).sql, 'SELECT * FROM "demo_healthcare"."patients" AS "patients"');
+  t.equal(viaTree(() => checkAndRewrite('SELECT * FROM patients', policy)).sql, 'SELECT * FROM demo_healthcare.patients AS patients');
+  const paSql = 'SELECT p.id, p.name, count(*) FROM patients AS p(id, nm) JOIN encounters e ON e.patient_id = p.id GROUP BY p.id';
+  t.match(checkAndRewrite(paSql, policy).sql, /^SELECT p\.id, p\.name, count\(\*\) FROM "demo_healthcare"\."patients" AS p\(id, nm\) JOIN \(SELECT \* FROM demo_healthcare\.encounters WHERE .* OFFSET 0\) e ON/);
+  t.match(viaTree(() => checkAndRewrite(paSql, policy)).sql, /^SELECT p\.id, p\.name, count\(\*\) FROM demo_healthcare\.patients AS p\(id, nm\) JOIN \( SELECT \* FROM demo_healthcare\.encounters WHERE .* OFFSET 0 \) AS e ON/);
   // agent-side filters sit outside the scoped subquery
-  const o = checkAndRewrite('SELECT * FROM encounters WHERE 1 / (cost - 5) > 0', policy);
-  t.match(o.sql, new RegExp(`^SELECT \\* FROM \\( SELECT \\* FROM demo_healthcare\\.encounters WHERE .* OFFSET 0 \\) AS encounters WHERE \\(1 / \\(cost - 5\\)\\) > 0$`));
+  const oSql = 'SELECT * FROM encounters WHERE 1 / (cost - 5) > 0';
+  t.match(checkAndRewrite(oSql, policy).sql, new RegExp(`^SELECT \\* FROM \\(SELECT \\* FROM demo_healthcare\\.encounters WHERE .* OFFSET 0\\) AS "encounters" WHERE 1 / \\(cost - 5\\) > 0$`));
+  t.match(viaTree(() => checkAndRewrite(oSql, policy)).sql, new RegExp(`^SELECT \\* FROM \\( SELECT \\* FROM demo_healthcare\\.encounters WHERE .* OFFSET 0 \\) AS encounters WHERE \\(1 / \\(cost - 5\\)\\) > 0$`));
 });
 
 t.test('identifiers that need quoting survive the rewrite', async (t) => {
@@ -89,8 +96,11 @@ t.test('identifiers that need quoting survive the rewrite', async (t) => {
     schemas: [],
   };
   const r = checkAndRewrite('SELECT "From" FROM "select"', odd);
-  t.equal(r.sql, 'SELECT "From" FROM ( SELECT * FROM "Odd Schema".select WHERE "From" > 1 OFFSET 0 ) AS "select"');
+  t.equal(r.sql, 'SELECT "From" FROM (SELECT * FROM "Odd Schema".select WHERE "From" > 1 OFFSET 0) AS "select"');
   t.ok(reparses(r.sql));
+  const tree = viaTree(() => checkAndRewrite('SELECT "From" FROM "select"', odd));
+  t.equal(tree.sql, 'SELECT "From" FROM ( SELECT * FROM "Odd Schema".select WHERE "From" > 1 OFFSET 0 ) AS "select"');
+  t.ok(reparses(tree.sql));
 });
 
 t.test(`hostile statements are refused (${hostile.length} cases)`, async (t) => {
@@ -197,7 +207,8 @@ t.test('relay-style qualified agent-facing names', async (t) => {
   };
   const r = checkAndRewrite('SELECT * FROM public.orders o', relay);
   t.same(r.tables, ['public.orders']);
-  t.equal(r.sql, 'SELECT * FROM public.orders AS o');
+  t.equal(r.sql, 'SELECT * FROM "public"."orders" o');
+  t.equal(viaTree(() => checkAndRewrite('SELECT * FROM public.orders o', relay)).sql, 'SELECT * FROM public.orders AS o');
   const e = (() => {
     try {
       checkAndRewrite('SELECT * FROM public.secrets', relay);
@@ -214,6 +225,8 @@ t.test('the verify pass catches a deparser that mis-prints', async (t) => {
   const real = deparser.deparse;
   const sql = 'SELECT e.id FROM encounters e JOIN patients p ON p.id = e.patient_id';
   checkAndRewrite(sql, policy); // templates cached with the real deparser
+  // the deparsed tree is what is printed here: the text splice off (its own faults: splice.test.ts)
+  const refuseTree = (s: string): SqlPolicyError => viaTree(() => refuse(s));
   const cases: Array<[string, (s: string) => string, string]> = [
     ['drops the scoped subquery', (s) => s.replace(/\( SELECT \* FROM demo_healthcare\.encounters WHERE .*? OFFSET 0 \)/, 'demo_healthcare.encounters'), 'unsupported'],
     ['widens the predicate', (s) => s.replace('2024-04-01', '2099-01-01'), 'unsupported'],
@@ -227,7 +240,7 @@ t.test('the verify pass catches a deparser that mis-prints', async (t) => {
   try {
     for (const [what, mangle, reason] of cases) {
       deparser.deparse = (node: object) => mangle(real(node));
-      const e = refuse(sql);
+      const e = refuseTree(sql);
       t.equal(e.code, 'invalid_sql', `${what}: the rewriter's failure, refused as unsupported`);
       t.equal(e.detail.reason, reason, `${what}: ${e.message}`);
     }
@@ -237,9 +250,14 @@ t.test('the verify pass catches a deparser that mis-prints', async (t) => {
   t.doesNotThrow(() => checkAndRewrite(sql, policy), 'real deparser restored');
 });
 
-t.test('statements the deparser cannot print faithfully are refused, not run altered', async (t) => {
+t.test('statements the deparser cannot print faithfully are refused when deparsed, not run altered', async (t) => {
   // pgsql-deparser prints (ARRAY[1,2])[1] as ARRAY[1, 2][1], which does not parse
-  const e = refuse('SELECT (ARRAY[1, 2])[1]');
-  t.equal(e.code, 'invalid_sql', 'a harmless expression the rewriter cannot reproduce is not a scope violation');
-  t.equal(e.detail.reason, 'unsupported');
+  const sql = 'SELECT (ARRAY[1, 2])[1]';
+  // deparsed: with the splice off, or in a statement the splice does not take (a comment, TABLESAMPLE)
+  for (const e of [viaTree(() => refuse(sql)), refuse(`${sql} /* a comment */`), refuse(`${sql} FROM encounters TABLESAMPLE SYSTEM (50)`)]) {
+    t.equal(e.code, 'invalid_sql', 'a harmless expression the rewriter cannot reproduce is not a scope violation');
+    t.equal(e.detail.reason, 'unsupported');
+  }
+  // spliced, the agent's own text of it runs (verified like any other)
+  t.equal(checkAndRewrite(sql, policy).sql, sql);
 });

@@ -9,7 +9,8 @@
  *   unqualified scope such as `read:pg_authid` reads `public.pg_authid`, never the catalog;
  * - end to end against a real PostgreSQL with a live `postgres` credential: pg_authid, pg_shadow,
  *   pg_stat_activity, pg_settings, information_schema.tables, pg_toast, mixed case and quoted names.
- * - a harmless expression the rewriter cannot reproduce is `400 invalid_sql` (`unsupported`).
+ * - a harmless expression the deparser cannot reproduce is `400 invalid_sql` (`unsupported`) when
+ *   the statement is deparsed (not spliced, splice.ts).
  */
 import t, { type Test } from 'tap';
 import pg from 'pg';
@@ -17,6 +18,7 @@ import { Catalogue, parseScopes, type ParsedScopes } from '../../control-plane/c
 import { relayPolicy } from '../../control-plane/query/relay.js';
 import { checkAndRewrite, initSqlParser, SqlPolicyError, type SqlPolicy } from '../../control-plane/query/sql/index.js';
 import { api, freshDatabase, openConnection, realPostgresAvailable, signupAgent, startServer, type TestServer } from '../helpers/server.js';
+import { viaTree } from './sql-cases.js';
 
 await initSqlParser();
 const catalogue = new Catalogue();
@@ -101,8 +103,9 @@ t.test('the resolver refuses system schemas before it looks at the allowed table
 
 t.test('an unqualified scope is read through its own schema, never through search_path', async (t) => {
   const p = relayPolicy(parseScopes(target('postgres'), ['read:pg_authid', 'read:pg_settings']));
-  t.equal(checkAndRewrite('SELECT * FROM pg_authid', p).sql, 'SELECT * FROM public.pg_authid AS pg_authid');
-  t.equal(checkAndRewrite('SELECT name FROM pg_settings s', p).sql, 'SELECT name FROM public.pg_settings AS s');
+  t.equal(checkAndRewrite('SELECT * FROM pg_authid', p).sql, 'SELECT * FROM "public"."pg_authid" AS "pg_authid"');
+  t.equal(checkAndRewrite('SELECT name FROM pg_settings s', p).sql, 'SELECT name FROM "public"."pg_settings" s');
+  t.equal(viaTree(() => checkAndRewrite('SELECT name FROM pg_settings s', p)).sql, 'SELECT name FROM public.pg_settings AS s');
   t.equal(refusal(() => checkAndRewrite('SELECT * FROM pg_catalog.pg_authid', p)).detail.reason, 'system_catalog');
 });
 
@@ -119,15 +122,16 @@ t.test('qualified and unqualified names of one table behave the same in read: an
     const p = relayPolicy(parseScopes(pgT, scopes));
     for (const sql of ['SELECT * FROM orders', 'SELECT * FROM public.orders']) {
       const r = checkAndRewrite(sql, p);
-      t.equal(r.sql, "SELECT * FROM ( SELECT * FROM public.orders WHERE region = 'eu' OFFSET 0 ) AS orders", `${scopes.join(' ')}: ${sql}`);
+      t.equal(r.sql, "SELECT * FROM (SELECT * FROM public.orders WHERE region = 'eu' OFFSET 0) AS \"orders\"", `${scopes.join(' ')}: ${sql}`);
+      t.equal(viaTree(() => checkAndRewrite(sql, p)).sql, "SELECT * FROM ( SELECT * FROM public.orders WHERE region = 'eu' OFFSET 0 ) AS orders", `${scopes.join(' ')}: ${sql}, deparsed`);
       t.same(r.tables, ['public.orders']);
     }
   }
   // an unqualified name means public.<name>, as in the scopes, also when another schema has one too
   const twoSchemas = relayPolicy(parseScopes(pgT, ['read:orders', 'read:sales.orders']));
-  t.equal(checkAndRewrite('SELECT * FROM orders', twoSchemas).sql, 'SELECT * FROM public.orders AS orders');
-  t.equal(checkAndRewrite('SELECT * FROM sales.orders', twoSchemas).sql, 'SELECT * FROM sales.orders AS orders');
-  t.equal(checkAndRewrite('SELECT * FROM orders', relayPolicy(parseScopes(pgT, ['read:sales.orders']))).sql, 'SELECT * FROM sales.orders AS orders', 'the one scoped table of that name');
+  t.equal(checkAndRewrite('SELECT * FROM orders', twoSchemas).sql, 'SELECT * FROM "public"."orders" AS "orders"');
+  t.equal(checkAndRewrite('SELECT * FROM sales.orders', twoSchemas).sql, 'SELECT * FROM "sales"."orders" AS "orders"');
+  t.equal(checkAndRewrite('SELECT * FROM orders', relayPolicy(parseScopes(pgT, ['read:sales.orders']))).sql, 'SELECT * FROM "sales"."orders" AS "orders"', 'the one scoped table of that name');
   // a table outside the scopes, qualified with a schema that IS readable: not "use unqualified names"
   const p = relayPolicy(parseScopes(pgT, ['read:public.orders']));
   const e = refusal(() => checkAndRewrite('SELECT * FROM public.customers', p));
@@ -145,7 +149,8 @@ t.test('qualified and unqualified names of one table behave the same in read: an
 
 t.test('a harmless expression the rewriter cannot reproduce is invalid_sql (unsupported), not a scope violation', async (t) => {
   const p = relayPolicy(parseScopes(target('postgres'), ['read:orders']));
-  for (const sql of ['SELECT (ARRAY[ROW(1,2)])[1]', 'SELECT (ARRAY[1,2])[1] FROM orders']) {
+  // deparsed (a comment: the text splice does not take it, splice.ts)
+  for (const sql of ['SELECT (ARRAY[ROW(1,2)])[1] -- x', 'SELECT (ARRAY[1,2])[1] FROM orders /* x */']) {
     const e = refusal(() => checkAndRewrite(sql, p));
     t.equal(e.code, 'invalid_sql', sql);
     t.equal(e.detail.reason, 'unsupported', sql);
@@ -293,7 +298,7 @@ if (!(await realPostgresAvailable())) {
     const other = await query(key, conn, 'SELECT * FROM public.secrets');
     t.equal(other.status, 403);
     t.notMatch(other.body.error?.message ?? '', /use unqualified table names/);
-    const arr = await query(key, conn, 'SELECT (ARRAY[ROW(1,2)])[1]');
+    const arr = await query(key, conn, 'SELECT (ARRAY[ROW(1,2)])[1] -- deparsed');
     t.equal(arr.status, 400, arr.text);
     t.equal(arr.body.error?.code, 'invalid_sql');
     t.equal(arr.body.error?.details?.['reason'], 'unsupported');

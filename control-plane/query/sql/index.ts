@@ -15,8 +15,10 @@
  *    its scopes (OFFSET 0 is the planner fence that keeps the agent's quals from being
  *    evaluated before the row predicate); a table without a predicate becomes a direct
  *    reference `"schema"."table" AS <alias>`;
- * 5. deparses the rewritten tree, re-parses the result and checks it again ("verify"): the SQL
- *    returned is exactly what was checked, even if the deparser mis-prints something.
+ * 5. writes the rewritten statement, re-parses it and checks it again ("verify"): the SQL
+ *    returned is exactly what was checked, even if it was mis-printed. Usually it is the agent's
+ *    own text with each rewritten table name replaced (splice.ts); when that is doubtful or does
+ *    not verify, the deparsed rewritten tree.
  *
  * Pure: no I/O, no database. Throws {@link SqlPolicyError}.
  */
@@ -30,6 +32,7 @@ import type { Obj } from './grammar.js';
 import { quoteIdent } from './quote.js';
 import { makeResolver as makeTableResolver } from './resolver.js';
 import type { Resolver, Template } from './rewrite.js';
+import { splicer } from './splice.js';
 import { statementName } from './statement-names.js';
 import { Walker } from './walker.js';
 
@@ -187,7 +190,7 @@ function templateFor(entry: ScopedTable): Template {
   let template: Template;
   if (entry.predicate === null) {
     const select = trustedSelect(`SELECT * FROM ${from}`, entry);
-    template = { entry: { ...entry }, key, relation: (select['fromClause'] as Obj[])[0] as Obj, select: null, reparsed: null };
+    template = { entry: { ...entry }, key, relation: (select['fromClause'] as Obj[])[0] as Obj, select: null, reparsed: null, text: from };
   } else {
     // OFFSET 0 is PostgreSQL's optimisation fence: the subquery is neither flattened into the
     // agent's query nor given the agent's quals, so none of the agent's expressions (e.g. an
@@ -195,9 +198,11 @@ function templateFor(entry: ScopedTable): Template {
     // row. Without it the planner may order the agent's qual before the row predicate (it does,
     // e.g., when the predicate is an OR of ranges).
     const select = trustedSelect(`SELECT * FROM ${from} WHERE ${entry.predicate} OFFSET 0`, entry);
-    // what the same subquery looks like after deparse → parse (the verify pass compares to this)
-    const reparsed = trustedSelect(deparse({ SelectStmt: select }), entry);
-    template = { entry: { ...entry }, key, relation: (select['fromClause'] as Obj[])[0] as Obj, select, reparsed };
+    // what the same subquery looks like after deparse → parse (the verify pass compares to this);
+    // the splice (splice.ts) writes this same text
+    const text = deparse({ SelectStmt: select });
+    const reparsed = trustedSelect(text, entry);
+    template = { entry: { ...entry }, key, relation: (select['fromClause'] as Obj[])[0] as Obj, select, reparsed, text };
   }
   deepFreeze(template);
   if (templates.size >= TEMPLATE_CACHE_MAX) templates.clear();
@@ -345,6 +350,21 @@ export function checkAndRewrite(sql: string, policy: SqlPolicy): CheckedQuery {
   // check + rewrite in place
   const checker = new Walker('check', makeResolver(policy));
   const kind = guard(() => walkStatement(stmt, checker));
+  const tables = [...checker.tables].sort();
+
+  // fast path: the agent's own text with the rewritten references spliced in (splice.ts), verified
+  // the same way; when the splice declines, throws, or its text fails the verify pass: the tree
+  if (kind !== 'explain' && checker.spliceable) {
+    try {
+      const spliced = splicer.splice(sql, stmts[0] as RawStmt, checker.rewritten);
+      if (spliced !== null) {
+        verify(spliced, checker, kind);
+        return { sql: spliced, tables, kind };
+      }
+    } catch {
+      // the deparsed tree below, verified on its own
+    }
+  }
 
   let out: string;
   try {
@@ -355,8 +375,12 @@ export function checkAndRewrite(sql: string, policy: SqlPolicy): CheckedQuery {
     }
     throw rewriteFailed();
   }
+  verify(out, checker, kind);
+  return { sql: out, tables, kind };
+}
 
-  // verify: what will run is exactly what was checked
+/** What will run is exactly what was checked: `out` re-parses to one statement of the same kind whose every table reference is a CTE or one of the check's templates. */
+function verify(out: string, checker: Walker, kind: string): void {
   let again: RawStmt[];
   try {
     again = parse(out);
@@ -368,8 +392,6 @@ export function checkAndRewrite(sql: string, policy: SqlPolicy): CheckedQuery {
   for (const [k, t] of checker.used) verifier.used.set(k, t);
   const kindAgain = guard(() => walkStatement(again[0]?.stmt, verifier));
   if (kindAgain !== kind) throw rewriteFailed();
-
-  return { sql: out, tables: [...checker.tables].sort(), kind };
 }
 
 function guard<T>(f: () => T): T {

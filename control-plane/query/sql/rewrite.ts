@@ -31,6 +31,12 @@ export interface Template {
   readonly select: Obj | null;
   /** the select as it comes back from deparse → parse (what the verify pass compares with) */
   readonly reparsed: Obj | null;
+  /**
+   * the template as text, for the splice (splice.ts): the select as deparsed (the text
+   * `reparsed` was parsed from), or the quoted physical name `"schema"."table"` when there is no
+   * select
+   */
+  readonly text: string;
 }
 
 export interface Resolver {

@@ -16,6 +16,7 @@ import { rewriteFailed, SqlPolicyError, unsupported, violation } from './errors.
 import { type Kind, L, LOCK_NAMES, N, type Obj, REFUSED, SPECS, V } from './grammar.js';
 import { quoteIdent } from './quote.js';
 import { aliasOf, physicalRangeVar, type Resolver, sameTree, subselect, type Template } from './rewrite.js';
+import type { Rewritten } from './splice.js';
 import { statementName } from './statement-names.js';
 
 interface Scope {
@@ -41,6 +42,10 @@ export class Walker {
   readonly tables = new Set<string>();
   /** templates used by the rewrite (check mode) / allowed to appear (verify mode), by key */
   readonly used = new Map<string, Template>();
+  /** check mode: every table reference rewritten, in visit order (for the text splice, splice.ts) */
+  readonly rewritten: Rewritten[] = [];
+  /** check mode: false once the statement has a rewrite the splice does not make (TABLESAMPLE) */
+  spliceable = true;
   private depth = 0;
 
   constructor(
@@ -296,6 +301,7 @@ export class Walker {
     const { template, name } = this.resolver.resolve(rv);
     this.tables.add(name);
     this.used.set(template.key, template);
+    this.rewritten.push({ rv, template });
     return { template, inner: physicalRangeVar(template, rv) };
   }
 
@@ -309,6 +315,7 @@ export class Walker {
   }
 
   private tableSample(ts: Obj, scope: Scope | null): Obj | undefined {
+    this.spliceable = false;
     checkSampleMethod(ts);
     const relation = ts['relation'] as Obj | undefined;
     const rv = relation?.['RangeVar'] as Obj | undefined;
