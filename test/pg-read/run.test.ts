@@ -9,6 +9,7 @@ import t from 'tap';
 import pg from 'pg';
 import { classifyPgError, GuardedPgClient, runReadOnly, type ReadOnlyRequest, type ReadOutcome } from '../../pg-read/index.js';
 import { realPostgresAvailable, TEST_DATABASE_URL } from '../helpers/server.js';
+import { holdingProxy } from '../helpers/holding-proxy.js';
 
 if (!(await realPostgresAvailable())) {
   t.skip(`no PostgreSQL answers at ${TEST_DATABASE_URL}: pg-read's reads are not exercised here (the relay and live tests exercise them on PGlite too)`, () => undefined);
@@ -198,44 +199,22 @@ if (!(await realPostgresAvailable())) {
     // cancel (on a connection of its own, passed at once) comes before the statement
     const target = new URL(TEST_DATABASE_URL);
     let holding: net.Socket | undefined;
-    let delivered = false;
-    const sockets = new Set<net.Socket>();
-    const proxy = net.createServer((client) => {
-      const upstream = net.connect(Number(target.port || 5432), target.hostname);
-      for (const s of [client, upstream]) {
-        sockets.add(s);
-        s.on('error', () => undefined);
-      }
-      client.on('data', (d: Buffer) => {
-        if (client !== holding) return void upstream.write(d);
-        setTimeout(() => {
-          upstream.write(d);
-          delivered = true;
-        }, 800);
-      });
-      upstream.on('data', (d: Buffer) => void client.write(d));
-      client.on('close', () => upstream.destroy());
-      upstream.on('close', () => client.destroy());
-    });
-    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', () => r()));
-    t.teardown(async () => {
-      for (const s of sockets) s.destroy();
-      await new Promise((r) => proxy.close(r));
-    });
+    const proxy = await holdingProxy({ host: target.hostname, port: Number(target.port || 5432) }, (_, client) => client === holding);
+    t.teardown(() => proxy.close());
     const through = new URL(TEST_DATABASE_URL);
-    through.host = `127.0.0.1:${(proxy.address() as net.AddressInfo).port}`;
+    through.host = `127.0.0.1:${proxy.port}`;
     const c = new GuardedPgClient({ connectionString: through.toString(), application_name: APP });
     c.on('error', () => undefined);
     await c.connect();
     t.teardown(() => c.end().catch(() => undefined));
-    holding = [...sockets].find((s) => s.remotePort === (c as unknown as { connection: { stream: net.Socket } }).connection.stream.localPort);
+    holding = [...proxy.sockets].find((s) => s.remotePort === (c as unknown as { connection: { stream: net.Socket } }).connection.stream.localPort);
     t.ok(holding, 'the proxy holds this connection');
     const ac = new AbortController();
     setTimeout(() => ac.abort(new Error('stop')), 100);
     const stopped = await read(c, 'SELECT pg_sleep(5.04)', { signal: ac.signal });
     t.equal(stopped.out.ok ? 'ok' : stopped.out.failure.kind, 'aborted');
     // the held write reaches the backend after the first cancel; by a second after that, a repeated cancel has stopped it
-    while (!delivered) await new Promise((r) => setTimeout(r, 20));
+    while (proxy.counts.delivered === 0) await new Promise((r) => setTimeout(r, 20));
     await new Promise((r) => setTimeout(r, 1000));
     t.equal(await running('pg_sleep(5.04)'), 0, 'the statement, begun after the first cancel, was stopped by a later one');
   });

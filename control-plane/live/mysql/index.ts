@@ -79,6 +79,10 @@ const INTERRUPTED = new Set([1317, 1969, 3024, 1028]);
 
 type Conn = Connection;
 
+/** How often, and how many times, KILL QUERY is sent while the statement it stops has not ended. */
+const KILL_AGAIN_MS = 500;
+const KILL_TRIES = 5;
+
 const run1 = (c: Conn, sql: string): Promise<unknown> =>
   new Promise((resolve, reject) => {
     c.query(sql, (err, rows) => (err ? reject(err) : resolve(rows)));
@@ -188,17 +192,29 @@ export class MysqlConnector implements LiveConnector {
     const threadId = conn.threadId;
     let timedOut = false;
     let killing: Promise<void> | undefined;
+    // the run's statements are over (answered or failed): a KILL QUERY is not sent again
+    let over = false;
+    let markOver = (): void => undefined;
+    const overNow = new Promise<void>((resolve) => (markOver = resolve));
     const kill = (): void => {
       if (killing || threadId === null) return;
       killing = (async () => {
-        const k = guarded((await mysqlDriver()).createConnection({ ...settings(), connectTimeout: 3000 }));
-        k.on('error', () => undefined);
-        try {
-          await run1(k, `KILL QUERY ${Number(threadId)}`);
-        } catch {
-          // best effort: the server-side time limit stops it anyway
-        } finally {
-          k.destroy();
+        // KILL QUERY stops only what the server is running: a statement sent just before it that
+        // had not yet reached the server (still in the network, or waiting behind the session's
+        // previous answer) would run on to its time limit. So it is sent again until the statement
+        // has ended, as pg-read does with its cancel.
+        for (let i = 0; i < KILL_TRIES && !over; i++) {
+          if (i > 0) await Promise.race([new Promise((r) => setTimeout(r, KILL_AGAIN_MS)), overNow]);
+          if (over) break;
+          const k = guarded((await mysqlDriver()).createConnection({ ...settings(), connectTimeout: 3000 }));
+          k.on('error', () => undefined);
+          try {
+            await run1(k, `KILL QUERY ${Number(threadId)}`);
+          } catch {
+            // best effort: the server-side time limit stops it anyway
+          } finally {
+            k.destroy();
+          }
         }
       })();
     };
@@ -248,6 +264,8 @@ export class MysqlConnector implements LiveConnector {
       broken = true;
       throw new ApiError('service_unavailable', 'the connection to the mysql database was lost during the statement; retry', { connector_kind: 'mysql' });
     } finally {
+      over = true;
+      markOver();
       clearTimeout(timer);
       ctx.signal.removeEventListener('abort', onAbort);
       if (killing) await killing;
