@@ -83,8 +83,11 @@ async function rssMb(): Promise<number> {
   return kb ? Math.round(Number(kb) / 1024) : Math.round(process.memoryUsage().rss / 1048576);
 }
 
-/** One control plane on `databaseUrl`'s store (undefined: the embedded default), loaded row by row. */
-async function runOn(store: string, databaseUrl: string | undefined, customer: CustomerDatabase | undefined, relayDb: CustomerDatabase | undefined, mysqlDb: string | undefined): Promise<StoreRun> {
+/**
+ * One control plane on `databaseUrl`'s store (undefined: the embedded default), loaded row by
+ * row; with `demoDatabaseUrl`, its demo datasets are in that PostgreSQL (SVC_DEMO_DATABASE_URL).
+ */
+async function runOn(store: string, databaseUrl: string | undefined, customer: CustomerDatabase | undefined, relayDb: CustomerDatabase | undefined, mysqlDb: string | undefined, demoDatabaseUrl?: string): Promise<StoreRun> {
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'svc-bench-load-'));
   const masterKey = randomBytes(32).toString('hex'); // shared by a second replica on a PostgreSQL store
   const config = loadConfig({
@@ -98,6 +101,7 @@ async function runOn(store: string, databaseUrl: string | undefined, customer: C
     SVC_REFUSED_STATEMENTS_PER_MINUTE: '0',
     SVC_LIVE_ALLOW_PRIVATE: '1',
     ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
+    ...(demoDatabaseUrl ? { SVC_DEMO_DATABASE_URL: demoDatabaseUrl } : {}),
   });
   // measured as after a restart: the first start generates the demo data, the second starts its
   // workers from the saved image (none is still starting while a row is measured)
@@ -175,14 +179,14 @@ async function runOn(store: string, databaseUrl: string | undefined, customer: C
 }
 
 /** A fresh database on the PostgreSQL at TEST_DATABASE_URL for the control plane's own store, or undefined. */
-async function storeDatabase(): Promise<{ url: string; drop: () => Promise<void> } | undefined> {
+async function storeDatabase(role = 'store'): Promise<{ url: string; drop: () => Promise<void> } | undefined> {
   const admin = new pg.Client({ connectionString: process.env['TEST_DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test', connectionTimeoutMillis: 1500 });
   try {
     await admin.connect();
   } catch {
     return undefined;
   }
-  const name = `svc_bench_store_${process.pid}`;
+  const name = `svc_bench_${role}_${process.pid}`;
   await admin.query(`DROP DATABASE IF EXISTS ${name}`);
   await admin.query(`CREATE DATABASE ${name}`);
   await admin.end();
@@ -252,6 +256,16 @@ async function main(): Promise<void> {
         runs.push(await runOn('PostgreSQL', storeDb.url, undefined, customer, my?.name));
       } finally {
         await storeDb.drop();
+      }
+      // the issue's second configuration: a PostgreSQL store and the demo datasets in a PostgreSQL
+      // (SVC_DEMO_DATABASE_URL) instead of the embedded demo workers
+      const store2 = await storeDatabase('store2');
+      const demoDb = await storeDatabase('demo');
+      try {
+        if (store2 && demoDb) runs.push(await runOn('PostgreSQL, demo in PostgreSQL', store2.url, undefined, undefined, undefined, demoDb.url));
+      } finally {
+        await store2?.drop();
+        await demoDb?.drop();
       }
     }
   } finally {
