@@ -353,6 +353,13 @@ export const spliceCases: SpliceCase[] = [
   { sql: "SELECT E'a\\\\b' AS s, count(*) FROM encounters", path: 'tree' },
   { sql: "SELECT count(*) FROM U&\"!0065ncounters\" UESCAPE '!'", path: 'tree' },
   { sql: 'SELECT p.id FROM patients"p"', path: 'tree' },
+  // numbers and spacing PostgreSQL 15 and older read otherwise (a customer's server may be older than the parser)
+  { sql: 'SELECT 0x1F AS n, e.id FROM encounters e', path: 'tree' },
+  { sql: 'SELECT 0o17, 0b101, e.id FROM encounters e', path: 'tree' },
+  { sql: 'SELECT 1_000 AS n, 1.5_0 AS m FROM encounters e', path: 'tree' },
+  { sql: 'SELECT e.id,\vstatus FROM encounters e', path: 'tree' },
+  { sql: "SELECT e.id, ' 0x1' AS s FROM encounters e", path: 'tree' }, // in a string too: the text is not lexed here
+  { sql: 'SELECT e.id AS id_1, 0.5e3 AS x, 10 AS n0x FROM encounters e', path: 'splice', out: 'SELECT e.id AS id_1, 0.5e3 AS x, 10 AS n0x FROM ENC e' },
   // rewrites the splice does not make
   { sql: 'EXPLAIN SELECT * FROM encounters', path: 'tree' },
   { sql: 'SELECT count(*) FROM encounters TABLESAMPLE BERNOULLI (100)', path: 'tree' },

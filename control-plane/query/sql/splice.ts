@@ -16,6 +16,10 @@
  * - any backslash: the agent's string literals are kept as written, and a database running with
  *   standard_conforming_strings = off would read `'…\'…'` differently from the parser that checked
  *   it (the deparser writes such strings as E'…', which every setting reads alike);
+ * - a number written as only PostgreSQL 16 and later read it (`0x1F`, `0o17`, `0b101`, `1_000`),
+ *   or a vertical tab (whitespace from 16 on): the policy's parser is 18's, a customer's server
+ *   may be older, and 15 refuses them while 14 and older read `0x1F` as `0 AS x1F` (the deparser
+ *   writes such a number in decimal, and its own spacing);
  * - a reference with ONLY or `*`, or after TABLE (`TABLE t` has no room for a subquery);
  * - a name at the recorded location that is not, part for part, the one the parser reported
  *   (U&"…" names, names longer than PostgreSQL keeps, anything unexpected).
@@ -37,6 +41,8 @@ export interface StatementSpan {
 }
 
 const NOT_ASCII = /[^\x00-\x7f]/;
+/** a number token PostgreSQL 15 and older read otherwise: a 0x/0o/0b prefix, or an underscore among its digits */
+const NEWER_NUMBER = /(?<![\w$])(?:0[xXoObB]|[0-9][0-9.eE+-]*_)/;
 const SPACE = /[ \t\n\r\f\v]/;
 const IDENT_START = /[A-Za-z_]/;
 const IDENT_CHAR = /[A-Za-z0-9_$]/;
@@ -106,6 +112,7 @@ function replacement(r: Rewritten): string {
 
 function splice(sql: string, span: StatementSpan, rewrites: readonly Rewritten[]): string | null {
   if (NOT_ASCII.test(sql) || sql.includes('--') || sql.includes('/*') || sql.includes('\\')) return null;
+  if (sql.includes('\v') || NEWER_NUMBER.test(sql)) return null;
   const start = span.stmt_location ?? 0;
   const len = span.stmt_len ?? 0;
   const end = len > 0 ? start + len : sql.length;
