@@ -71,25 +71,19 @@ function trialReleased(orgId: string): void {
   for (const wake of waiting) wake();
 }
 
-/**
- * Resolves when a trial hold of `orgId` is released here, after `ms` (a release on another
- * replica), or when `signal` aborts.
- */
-function trialRelease(orgId: string, ms: number, signal?: AbortSignal): Promise<void> {
+/** Resolves when a trial hold of `orgId` is released here, or after `ms` (a release on another replica). */
+function trialRelease(orgId: string, ms: number): Promise<void> {
   return new Promise((resolve) => {
     let waiting = trialWaiters.get(orgId);
     if (!waiting) trialWaiters.set(orgId, (waiting = new Set()));
     const set = waiting;
     const wake = (): void => {
       clearTimeout(timer);
-      signal?.removeEventListener('abort', wake);
       set.delete(wake);
-      if (set.size === 0 && trialWaiters.get(orgId) === set) trialWaiters.delete(orgId);
       resolve();
     };
     const timer = setTimeout(wake, ms);
     set.add(wake);
-    signal?.addEventListener('abort', wake, { once: true });
   });
 }
 
@@ -171,11 +165,6 @@ export interface ReserveOptions {
   readonly connectionId?: string;
   /** refuse (`ReserveRefused`) when this agent key is revoked */
   readonly keyId?: string | undefined;
-  /**
-   * gives up (rejects with its reason) once aborted, before the next attempt or while waiting for
-   * the trial's egress holds; a reservation already made is returned (the caller gives it back)
-   */
-  readonly signal?: AbortSignal;
 }
 
 export async function reserve(store: Store, orgId: string, maxResultBytes: number, opts: ReserveOptions = {}): Promise<Reservation> {
@@ -183,7 +172,6 @@ export async function reserve(store: Store, orgId: string, maxResultBytes: numbe
   const hold = queryCostNc(maxResultBytes);
   const waitUntil = Date.now() + (opts.waitMs ?? 0);
   for (;;) {
-    opts.signal?.throwIfAborted();
     const mayWait = Date.now() < waitUntil;
     const [r] = await store.query<{ o_outcome: string; o_grant: number | bigint | null; o_paying: boolean | null; o_wallet: number | bigint | null }>(
       'SELECT o_outcome, o_grant, o_paying, o_wallet FROM svc_reserve($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)',
@@ -217,7 +205,7 @@ export async function reserve(store: Store, orgId: string, maxResultBytes: numbe
       case 'key_revoked':
         throw new ReserveRefused('key');
       case 'held':
-        await trialRelease(orgId, Math.min(1000, Math.max(1, waitUntil - Date.now())), opts.signal);
+        await trialRelease(orgId, Math.min(1000, Math.max(1, waitUntil - Date.now())));
         continue;
       case 'trial_held':
         throw new ApiError(

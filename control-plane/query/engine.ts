@@ -59,15 +59,6 @@ export interface QueryResponse {
   readonly duration_ms: number;
 }
 
-/**
- * A statement shorter than this is reserved for (its price held, or its trial egress) while it is
- * checked, so the store's round trip and the check overlap: a check of such a statement takes
- * well under a millisecond (longer ones are checked in the check worker, behind others, and a
- * reservation held meanwhile would hold the trial's egress from the organization's other
- * queries). A statement the check refuses gives its reservation back in the refusal's audit event.
- */
-const RESERVE_DURING_CHECK_MAX_CHARS = 4096;
-
 /** Statements are kept in the audit trail up to this many characters, with the whole text's hash. */
 export const AUDIT_SQL_MAX_CHARS = 4096;
 
@@ -259,11 +250,6 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
   let scopes: ParsedScopes;
   let backend: Backend;
   let checked: PreparedStatement;
-  const reserveFor = (signal?: AbortSignal): Promise<Reservation> =>
-    reserve(deps.store, orgId, deps.limits.maxResultBytes, { waitMs: deps.limits.queryTimeoutMs, connectionId: conn.id, keyId: caller.keyId, ...(signal ? { signal } : {}) });
-  // a short statement's reservation is asked for while it is checked (see RESERVE_DURING_CHECK_MAX_CHARS)
-  let reserving: Promise<Reservation> | undefined;
-  const giveUpReserving = new AbortController();
   try {
     assertUsable(conn);
     // the cheapest limit first: nothing is parsed beyond it
@@ -280,24 +266,15 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
     scopes = parseScopes(target, conn.scopes);
     relayId = scopes.relay;
     backend = backendFor(deps.backends, target);
-    if (sqlText.length < RESERVE_DURING_CHECK_MAX_CHARS) {
-      reserving = reserveFor(giveUpReserving.signal);
-      reserving.catch(() => undefined); // read below, whichever way the check ends
-    }
     checked = await backend.prepare(sqlText, scopes, target, { tenant: orgId });
   } catch (err) {
-    if (!reserving) return fail(err);
-    // refused before it could run: what was reserved meanwhile is given back with the refusal's
-    // audit event; a reservation refused or still waiting for the trial's holds ends here
-    giveUpReserving.abort(err);
-    const reserved = await reserving.catch(() => undefined);
-    return reserved ? fail(err, {}, { reservation: reserved, kind: 'refund' }) : fail(err);
+    return fail(err);
   }
 
   const applied = scopeApplied(target, scopes, checked, deps.limits);
   let reservation: Reservation;
   try {
-    reservation = await (reserving ?? reserveFor());
+    reservation = await reserve(deps.store, orgId, deps.limits.maxResultBytes, { waitMs: deps.limits.queryTimeoutMs, connectionId: conn.id, keyId: caller.keyId });
   } catch (err) {
     if (err instanceof ReserveRefused) {
       // revoked since this process cached it (or by another replica): answered as from the store

@@ -1,9 +1,9 @@
 /**
- * A short statement's reservation is asked for while the statement is checked
- * (query/engine.ts RESERVE_DURING_CHECK_MAX_CHARS). A statement the check refuses is answered as
- * before: its refusal first (not the payment it could not have made), nothing charged, nothing
- * held, the trial's counters as they were, its audit event a refusal; and a refusal is not kept
- * waiting behind a reservation that waits for the trial's egress holds.
+ * A statement the SQL check refuses moves no money: it is answered with its refusal first (not
+ * the payment it could not have made), nothing is charged or held, the trial's counters stay as
+ * they were, its audit event is a refusal, and it is not kept waiting while the trial's egress is
+ * all held by running queries. (These were written for a version that reserved while checking,
+ * reverted since: the two did not overlap, and a refused statement held the trial meanwhile.)
  */
 import t from 'tap';
 import { api, openConnection, signupAgent, startServer, type TestServer } from '../helpers/server.js';
