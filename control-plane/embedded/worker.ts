@@ -210,22 +210,41 @@ async function together(pg: PGlite, group: readonly Grouped[]): Promise<BatchIte
     // ran, not written out: each fails, as its query() would have
     synced = errorInfo(err);
   }
-  return group.map((g, k): BatchItemResult => {
+  const out: BatchItemResult[] = [];
+  for (const [k, g] of group.entries()) {
     const messages = answers[k] ?? [];
     const error = messages.find((m): m is wire.DatabaseError => m instanceof wire.DatabaseError);
     if (g.name !== undefined) {
       if (error || k >= answers.length - 1) preparedReady.delete(g.name);
       else preparedReady.add(g.name);
+      // the prepared statement was gone (DEALLOCATE) or its plan no longer fits (a function
+      // recreated with other columns): it did not run, so it runs now, unprepared (prepared
+      // again next time)
+      if (error && notPreparedAnyMore(error)) {
+        out.push(await alone(pg, { sql: g.sql, params: g.values }));
+        continue;
+      }
     }
-    if (error) return { ok: false, error: errorInfo(error) };
-    if (k >= answers.length - 1) return { ok: false, error: { message: 'the engine gave no answer to this statement' } };
-    if (synced) return { ok: false, error: synced };
-    try {
-      return { ok: true, rows: (results.parseResults(messages, pg.parsers)[0]?.rows ?? []) as Row[] };
-    } catch (err) {
-      return { ok: false, error: errorInfo(err) };
-    }
-  });
+    out.push(answerOf(pg, messages, error, k >= answers.length - 1, synced));
+  }
+  return out;
+}
+
+/** what a statement of a batch answers: its rows, or why not */
+function answerOf(pg: PGlite, messages: wire.BackendMessage[], error: wire.DatabaseError | undefined, unanswered: boolean, synced: WorkerErrorInfo | undefined): BatchItemResult {
+  if (error) return { ok: false, error: errorInfo(error) };
+  if (unanswered) return { ok: false, error: { message: 'the engine gave no answer to this statement' } };
+  if (synced) return { ok: false, error: synced };
+  try {
+    return { ok: true, rows: (results.parseResults(messages, pg.parsers)[0]?.rows ?? []) as Row[] };
+  } catch (err) {
+    return { ok: false, error: errorInfo(err) };
+  }
+}
+
+/** a prepared statement's error that means it was not run: no such statement, or its plan's columns changed */
+function notPreparedAnyMore(error: wire.DatabaseError): boolean {
+  return error.code === '26000' || (error.code === '0A000' && /cached plan must not change result type/.test(error.message));
 }
 
 async function handle(msg: Request): Promise<unknown> {

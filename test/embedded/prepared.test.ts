@@ -65,3 +65,29 @@ t.test('past the cap, statements run unprepared', async (t) => {
   );
   t.equal((await preparedHere(db)).length, 32, 'at most 32 kept prepared');
 });
+
+t.test('a prepared statement gone (DEALLOCATE) or whose plan no longer fits runs at once, unprepared, then is prepared again', async (t) => {
+  const db = await blankEngine();
+  t.teardown(() => db.close());
+  await db.exec('CREATE TABLE k (id int PRIMARY KEY); INSERT INTO k VALUES (1), (2)');
+  const count = 'SELECT count(*)::int AS n FROM k WHERE id >= $1';
+  t.same(await db.query(count, [1], true), [{ n: 2 }]);
+  t.same(await db.query(count, [2], true), [{ n: 1 }], 'prepared by now');
+  await db.exec('DEALLOCATE ALL');
+  t.same(await db.query(count, [1], true), [{ n: 2 }], 'answered although its prepared statement was gone');
+  t.same(await db.query(count, [2], true), [{ n: 1 }]);
+  t.ok((await preparedHere(db)).some((p) => p.statement === count), 'prepared again');
+
+  await db.exec('CREATE FUNCTION shape() RETURNS int LANGUAGE sql AS $$ SELECT 7 $$');
+  const call = 'SELECT * FROM shape() AS s WHERE $1::int > 0';
+  t.same(await db.query(call, [1], true), [{ s: 7 }]);
+  t.same(await db.query(call, [1], true), [{ s: 7 }]);
+  await db.exec("DROP FUNCTION shape(); CREATE FUNCTION shape() RETURNS TABLE (s text, t text) LANGUAGE sql AS $$ SELECT 'a', 'b' $$");
+  t.same(await db.query(call, [1], true), [{ s: 'a', t: 'b' }], 'answered with its new columns, not "cached plan must not change result type"');
+  t.same(await db.query(call, [1], true), [{ s: 'a', t: 'b' }]);
+  // and a statement that failed for its own reasons is not run again
+  await db.exec('CREATE TABLE once (n int)');
+  const insert = 'INSERT INTO once SELECT 1 / $1::int';
+  await t.rejects(db.query(insert, [0], true), /division by zero/);
+  t.same(await db.query('SELECT count(*)::int AS n FROM once'), [{ n: 0 }]);
+});
