@@ -36,7 +36,8 @@ t.test('invalid_sql ends with a next: line that fits its reason', async (t) => {
   t.match(complex.stderr, /invalid_sql \(HTTP 400\)/);
   t.match(complex.stderr, /\nnext: split the statement or simplify it/);
 
-  const unsupported = await svc(['query', conn, 'SELECT (ARRAY[ROW(1,2)])[1]']);
+  // a comment keeps the statement on the deparsed path, whose mis-printing of this expression is refused
+  const unsupported = await svc(['query', conn, 'SELECT (ARRAY[ROW(1,2)])[1] -- deparsed']);
   t.equal(unsupported.code, 4);
   t.match(unsupported.stderr, /\nnext: write that expression another way \(a subquery or a CTE\)/);
 });
