@@ -204,7 +204,7 @@ export class MysqlConnector implements LiveConnector {
         // previous answer) would run on to its time limit. So it is sent again until the statement
         // has ended, as pg-read does with its cancel.
         for (let i = 0; i < KILL_TRIES && !over; i++) {
-          if (i > 0) await Promise.race([new Promise((r) => setTimeout(r, KILL_AGAIN_MS)), overNow]);
+          if (i > 0) await Promise.race([new Promise((r) => setTimeout(r, KILL_AGAIN_MS).unref()), overNow]);
           if (over) break;
           const k = guarded((await mysqlDriver()).createConnection({ ...settings(), connectTimeout: 3000 }));
           k.on('error', () => undefined);
