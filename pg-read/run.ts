@@ -421,8 +421,13 @@ export async function runReadOnly<R = unknown[]>(client: pg.ClientBase, req: Rea
       if (cancelling) {
         await cancelling;
         for (let i = 0; i < CANCEL_REPEATS && !settled; i++) {
-          const until = Date.now() + CANCEL_REPEAT_MS;
-          while (!settled && Date.now() < until) await new Promise((r) => setTimeout(r, 25));
+          let waited = false;
+          const step = setTimeout(() => {
+            waited = true;
+            notify();
+          }, CANCEL_REPEAT_MS);
+          await until(() => settled || waited);
+          clearTimeout(step);
           if (!settled) await sendCancelRequest(c, CANCEL_TIMEOUT_MS);
         }
       }

@@ -74,6 +74,11 @@ function heldBack(tenant: string, ms: number): DemoQueryError {
   );
 }
 
+/** DEMO_ERR_UNAVAILABLE: the store did not answer the shares' own statements */
+function unasked(): DemoQueryError {
+  return new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the store, which shares the demo engines between replicas, could not be asked for a place');
+}
+
 interface Placement {
   readonly place: number | null;
   readonly held_ms: number | null;
@@ -133,21 +138,22 @@ export class StoreDemoShares implements DemoShares {
         placement = results[3]?.rows[0];
       } catch {
         await rollback();
-        throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the store, which shares the demo engines between replicas, could not be asked for a place');
+        throw unasked();
       }
-      if (placement?.held_ms !== null && placement?.held_ms !== undefined && placement.held_ms > 0) {
+      // held back (by any replica): the place is given up at once
+      const refuseIfHeld = async (ms: number | null | undefined): Promise<void> => {
+        if (ms === null || ms === undefined || ms <= 0) return;
         await rollback();
-        throw heldBack(tenant, Math.min(placement.held_ms, o.holdRetryMs ?? Infinity));
-      }
+        throw heldBack(tenant, Math.min(ms, o.holdRetryMs ?? Infinity));
+      };
+      await refuseIfHeld(placement?.held_ms);
       if (placement && placement.place !== null) return release;
       // every place is held (through this or another replica): wait in the lock's queue for one
       try {
         await c.query(`SELECT pg_advisory_xact_lock(${d.key}, ${SHARE_SPACE} + ${turn % n})`);
       } catch (err) {
         await rollback();
-        if (!(err instanceof pg.DatabaseError && err.code === '55P03')) {
-          throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the store, which shares the demo engines between replicas, could not be asked for a place');
-        }
+        if (!(err instanceof pg.DatabaseError && err.code === '55P03')) throw unasked();
         // lock_not_available: not yet; ask again (for any place) while time is left
         continue;
       }
@@ -158,12 +164,9 @@ export class StoreDemoShares implements DemoShares {
         heldMs = (await c.query<{ held_ms: number | null }>(`SELECT ${held} AS held_ms`)).rows[0]?.held_ms;
       } catch {
         await rollback();
-        throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the store, which shares the demo engines between replicas, could not be asked for a place');
+        throw unasked();
       }
-      if (heldMs !== null && heldMs !== undefined && heldMs > 0) {
-        await rollback();
-        throw heldBack(tenant, Math.min(heldMs, o.holdRetryMs ?? Infinity));
-      }
+      await refuseIfHeld(heldMs);
       return release;
     }
   }
