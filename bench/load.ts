@@ -32,6 +32,7 @@ import pg from 'pg';
 import { buildApp } from '../control-plane/app.js';
 import { loadConfig } from '../control-plane/config.js';
 import { customerDatabase, type CustomerDatabase } from './customer-db.js';
+import { benchDatabase } from './store-db.js';
 import { startRelay, type RelayProcess } from './relay-process.js';
 
 const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 5);
@@ -178,31 +179,6 @@ async function runOn(store: string, databaseUrl: string | undefined, customer: C
   return { store, rows, postgresSkipped: !pgConn, rssReadyMb, rssLoadedMb };
 }
 
-/** A fresh database on the PostgreSQL at TEST_DATABASE_URL for the control plane's own store, or undefined. */
-async function storeDatabase(role = 'store'): Promise<{ url: string; drop: () => Promise<void> } | undefined> {
-  const admin = new pg.Client({ connectionString: process.env['TEST_DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test', connectionTimeoutMillis: 1500 });
-  try {
-    await admin.connect();
-  } catch {
-    return undefined;
-  }
-  const name = `svc_bench_${role}_${process.pid}`;
-  await admin.query(`DROP DATABASE IF EXISTS ${name}`);
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  const url = new URL(process.env['TEST_DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test');
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    drop: async () => {
-      const c = new pg.Client({ connectionString: process.env['TEST_DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test' });
-      await c.connect();
-      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await c.end();
-    },
-  };
-}
-
 /** A fresh database with `items` on the MariaDB/MySQL at 127.0.0.1:3306, or undefined when none answers. */
 async function mysqlDatabase(): Promise<{ name: string; drop: () => Promise<void> } | undefined> {
   let admin: mysql.Connection;
@@ -244,10 +220,10 @@ async function main(): Promise<void> {
   }
   const my = await mysqlDatabase().catch(() => undefined);
   const runs: StoreRun[] = [];
-  let storeDb: Awaited<ReturnType<typeof storeDatabase>>;
+  let storeDb: Awaited<ReturnType<typeof benchDatabase>>;
   try {
     runs.push(await runOn('embedded', undefined, customer, customer, my?.name));
-    storeDb = process.env['BENCH_STORES'] === 'embedded' ? undefined : await storeDatabase();
+    storeDb = process.env['BENCH_STORES'] === 'embedded' ? undefined : await benchDatabase('store');
     if (storeDb) {
       try {
         // the customer database lives on the same server as this store, and the control plane refuses
@@ -259,8 +235,8 @@ async function main(): Promise<void> {
       }
       // the issue's second configuration: a PostgreSQL store and the demo datasets in a PostgreSQL
       // (SVC_DEMO_DATABASE_URL) instead of the embedded demo workers
-      const store2 = await storeDatabase('store2');
-      const demoDb = await storeDatabase('demo');
+      const store2 = await benchDatabase('store2');
+      const demoDb = await benchDatabase('demo');
       try {
         if (store2 && demoDb) runs.push(await runOn('PostgreSQL, demo in PostgreSQL', store2.url, undefined, undefined, undefined, demoDb.url));
       } finally {

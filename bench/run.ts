@@ -4,7 +4,10 @@
  * 1. SQL policy: parse + check + rewrite of a typical 3-table join, against a bare parse of the
  *    same statement (the floor any real-parser approach pays).
  * 2. Query path: POST /v1/connections/{id}/query end to end (HTTP, auth, policy, billing, audit,
- *    execution) against running the same rewritten statement directly on the same demo engine.
+ *    execution) against running the same rewritten statement directly on the same demo engine,
+ *    on the embedded store and on a PostgreSQL store (a fresh database at TEST_DATABASE_URL;
+ *    skipped when none answers or BENCH_STORES=embedded): a 3-table join, and the overhead of a
+ *    primary-key lookup whose text is new each time.
  * 3. Row-level security: the rewritten statement as the demo reader role (row security applies)
  *    against the same statement as the engine's superuser (row security bypassed), on one
  *    embedded engine loaded from the demo image.
@@ -24,6 +27,7 @@ import { unpackImage } from '../control-plane/embedded/image-fs.js';
 import { EmbeddedPostgres } from '../control-plane/embedded/index.js';
 import { checkAndRewrite, initSqlParser } from '../control-plane/query/sql/index.js';
 import { CheckCache } from '../control-plane/query/sql/check-cache.js';
+import { benchDatabase } from './store-db.js';
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -50,6 +54,81 @@ async function timeEachAsync(n: number, fn: () => Promise<unknown>): Promise<num
   return out;
 }
 
+/**
+ * Medians (µs) of `a` and `b` timed in turns, one of each at a time after `warm` of each (a
+ * machine whose speed drifts during the run shifts both alike).
+ */
+async function alternating(warm: number, n: number, a: () => Promise<unknown>, b: () => Promise<unknown>): Promise<[number, number]> {
+  const ta: number[] = [];
+  const tb: number[] = [];
+  for (let i = 0; i < warm + n; i++) {
+    const [da] = await timeEachAsync(1, a);
+    const [db] = await timeEachAsync(1, b);
+    if (i >= warm && da !== undefined && db !== undefined) {
+      ta.push(da);
+      tb.push(db);
+    }
+  }
+  return [median(ta), median(tb)];
+}
+
+const ms = (us: number): string => `${(us / 1000).toFixed(2)} ms`;
+
+/** Medians (µs) of the query path through the API and of the same statement run directly on the demo engine. */
+interface PathTimes {
+  readonly joinApi: number;
+  readonly joinDirect: number;
+  readonly lookupApi: number;
+  readonly lookupDirect: number;
+}
+
+/**
+ * The query path on a control plane of its own (`storeUrl`: a PostgreSQL store, else the embedded
+ * one): the 3-table join sent again and again (its check cached), and primary-key lookups each
+ * with a new text (checked every time), each against the same rewritten statement run directly
+ * on the demo engine. Sequential: one query at a time, as an agent waiting for each answer; the
+ * per-key rate limit off (as in bench/load.ts).
+ */
+async function queryPath(dataDir: string, storeUrl?: string): Promise<PathTimes> {
+  const config = loadConfig({ SVC_DATA_DIR: dataDir, PORT: '0', LOG_LEVEL: 'silent', SVC_RATE_LIMIT: '0', ...(storeUrl ? { DATABASE_URL: storeUrl } : {}) });
+  const svc = await buildApp(config, { awaitDemo: true });
+  try {
+    const engine = await svc.demoReady;
+    const inject = async (method: string, url: string, body?: unknown, key?: string) => {
+      const r = await svc.app.inject({ method: method as 'POST', url, payload: body as object, headers: key ? { authorization: `Bearer ${key}` } : {} });
+      if (r.statusCode >= 300) throw new Error(`${method} ${url} answered ${r.statusCode}: ${r.body.slice(0, 300)}`);
+      return JSON.parse(r.body) as Record<string, unknown>;
+    };
+    const signup = await inject('POST', '/v1/agent/account', { orgName: 'bench', agentName: 'bench' });
+    const key = signup['apiKey'] as string;
+    await inject('POST', '/v1/agent/topup', { amount_cents: 1_000_000 }, key);
+    const target = new Catalogue().target('demo-healthcare');
+    if (!target) throw new Error('no healthcare target');
+    const limits = config.limits;
+    const direct = (text: string, scopeNames: string[]): (() => Promise<unknown>) => {
+      const scopes = parseScopes(target, scopeNames);
+      const policy = demoPolicy(target, scopes);
+      const spec = { sql: checkAndRewrite(text, policy).sql, direct: false, settings: scopeSettings([...policy.allowed.values()], scopes.periods), tenant: 'bench', timeoutMs: limits.queryTimeoutMs, maxRows: limits.maxRows, maxBytes: limits.maxResultBytes };
+      return () => engine.run(spec);
+    };
+    const joinScopes = ['read:encounters', 'read:patients', 'read:claims', 'period:2024'];
+    const joinConn = (await inject('POST', '/v1/connections', { target_id: 'demo-healthcare', scopes: joinScopes }, key))['connectionId'] as string;
+    const joinDirect = direct(SQL, joinScopes);
+    const joinApi = () => inject('POST', `/v1/connections/${joinConn}/query`, { sql: SQL }, key);
+    const [joinDirectUs, joinApiUs] = await alternating(20, 100, joinDirect, joinApi);
+
+    const lookupConn = (await inject('POST', '/v1/connections', { target_id: 'demo-healthcare', scopes: ['read:patients'] }, key))['connectionId'] as string;
+    let n = 0;
+    const lookupText = (): string => `SELECT patient_id, gender FROM patients WHERE patient_id = 'pat-${String((n % 900) + 1).padStart(6, '0')}' AND ${n++} >= 0`;
+    const lookupDirect = direct(lookupText(), ['read:patients']);
+    const lookupApi = () => inject('POST', `/v1/connections/${lookupConn}/query`, { sql: lookupText() }, key);
+    const [lookupDirectUs, lookupApiUs] = await alternating(200, 500, lookupDirect, lookupApi);
+    return { joinApi: joinApiUs, joinDirect: joinDirectUs, lookupApi: lookupApiUs, lookupDirect: lookupDirectUs };
+  } finally {
+    await svc.app.close();
+  }
+}
+
 const SQL = `SELECT p.gender, e.class_code, count(*) AS encounters, sum(c.total_amount) AS billed
   FROM encounters e JOIN patients p ON p.patient_id = e.patient_id
   LEFT JOIN claims c ON c.encounter_id = e.encounter_id
@@ -74,27 +153,18 @@ async function main(): Promise<void> {
   const cachedTime = median(timeEach(3000, () => cache.get(cacheKey())));
 
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'svc-bench-'));
-  const config = loadConfig({ SVC_DATA_DIR: dataDir, PORT: '0', LOG_LEVEL: 'silent' });
-  const svc = await buildApp(config, { awaitDemo: true });
-  const engine = await svc.demoReady;
-  const inject = async (method: string, url: string, body?: unknown, key?: string) => {
-    const r = await svc.app.inject({ method: method as 'POST', url, payload: body as object, headers: key ? { authorization: `Bearer ${key}` } : {} });
-    return JSON.parse(r.body) as Record<string, unknown>;
-  };
-  const signup = await inject('POST', '/v1/agent/account', { orgName: 'bench', agentName: 'bench' });
-  const key = signup['apiKey'] as string;
-  await inject('POST', '/v1/agent/topup', { amount_cents: 1_000_000 }, key);
-  const conn = (await inject('POST', '/v1/connections', { target_id: 'demo-healthcare', scopes: ['read:encounters', 'read:patients', 'read:claims', 'period:2024'] }, key))['connectionId'] as string;
   const rewritten = checkAndRewrite(SQL, policy).sql;
-  const limits = config.limits;
+  const limits = loadConfig({}).limits;
   const settings = scopeSettings([...policy.allowed.values()], scopes.periods);
-  const directRun = () => engine.run({ sql: rewritten, direct: false, settings, tenant: 'bench', timeoutMs: limits.queryTimeoutMs, maxRows: limits.maxRows, maxBytes: limits.maxResultBytes });
-  const viaApi = () => inject('POST', `/v1/connections/${conn}/query`, { sql: SQL }, key);
-  await timeEachAsync(20, directRun);
-  await timeEachAsync(20, viaApi);
-  const direct = median(await timeEachAsync(100, directRun));
-  const api = median(await timeEachAsync(100, viaApi));
-  await svc.app.close();
+  const paths: { store: string; m: PathTimes }[] = [{ store: 'embedded store', m: await queryPath(path.join(dataDir, 'embedded')) }];
+  const storeDb = process.env['BENCH_STORES'] === 'embedded' ? undefined : await benchDatabase('run');
+  if (storeDb) {
+    try {
+      paths.push({ store: 'PostgreSQL store', m: await queryPath(path.join(dataDir, 'postgres'), storeDb.url) });
+    } finally {
+      await storeDb.drop();
+    }
+  }
 
   // row security on and off, same statement, same engine
   // as a demo worker runs: on the shared image, with the workers' settings
@@ -120,8 +190,12 @@ async function main(): Promise<void> {
       `${(rls / 1000).toFixed(2)} ms median`,
       `${(rls / bare).toFixed(2)}× the same statement with row security bypassed (${(bare / 1000).toFixed(2)} ms)${same ? '' : ' — RESULTS DIFFER (the rewrite alone does not scope this statement)'}`,
     ],
-    ['Query path end to end (in-process HTTP, embedded demo)', `${(api / 1000).toFixed(2)} ms median`, `${(api / direct).toFixed(2)}× running the statement directly (${(direct / 1000).toFixed(2)} ms); overhead ${((api - direct) / 1000).toFixed(2)} ms`],
+    ...paths.flatMap(({ store, m }) => [
+      [`Query path end to end, ${store} (in-process HTTP, embedded demo, 3-table join)`, `${ms(m.joinApi)} median`, `${(m.joinApi / m.joinDirect).toFixed(2)}× running the statement directly (${ms(m.joinDirect)}); overhead ${ms(m.joinApi - m.joinDirect)}`],
+      [`Query path overhead, ${store} (primary-key lookup, each text new)`, `${ms(m.lookupApi - m.lookupDirect)} median`, `${ms(m.lookupApi)} through the API against ${ms(m.lookupDirect)} running the statement directly`],
+    ]),
   ];
+  if (!storeDb) rows.push(['(PostgreSQL store skipped: no PostgreSQL answered at TEST_DATABASE_URL, or BENCH_STORES=embedded)', '', '']);
   process.stdout.write('| measurement | result | against the baseline |\n| --- | --- | --- |\n');
   for (const r of rows) process.stdout.write(`| ${r.join(' | ')} |\n`);
 }
