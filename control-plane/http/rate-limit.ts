@@ -89,6 +89,14 @@ export class StoreBuckets implements RateBuckets {
    * requests does not each cost a store write), and when (ms) the store said a token would be there
    */
   private readonly refusedUntil = new Map<string, { until: number; tokenAt: number }>();
+  /**
+   * keys whose bucket {@link wait} found with a token: until when (ms) `wait` answers 0 again
+   * without asking the store (so a key's every query does not cost a store round trip). A take
+   * here forgets it; takes through other replicas do not, so for at most `openForMs` after such a
+   * read this replica may let through one statement more than the budget before its own next
+   * take (and a refusal of it) sends it back to the store.
+   */
+  private readonly openUntil = new Map<string, number>();
 
   constructor(
     private readonly store: Store,
@@ -96,9 +104,12 @@ export class StoreBuckets implements RateBuckets {
     private readonly kind: string,
     private readonly perSecond: number,
     private readonly burst: number,
+    /** how long a bucket {@link wait} found with a token is taken as still having one (0: always asked) */
+    private readonly openForMs = 0,
   ) {}
 
   async take(key: string): Promise<number> {
+    this.openUntil.delete(key);
     // a key refused a moment ago is refused again without asking the store (never lets more through)
     // (answered with the wait the store gave, not the cache's own short life)
     const refused = this.refusedUntil.get(key);
@@ -119,8 +130,23 @@ export class StoreBuckets implements RateBuckets {
   }
 
   async wait(key: string): Promise<number> {
+    const now = Date.now();
+    const refused = this.refusedUntil.get(key);
+    if (refused !== undefined && refused.until > now) return Math.max(1, Math.ceil((refused.tokenAt - now) / 1000));
+    const open = this.openUntil.get(key);
+    if (open !== undefined) {
+      if (open > now) return 0;
+      this.openUntil.delete(key);
+    }
     const [row] = await this.store.query<{ tokens: number }>(PEEK, [`${this.kind}:${key}`, this.burst, this.perSecond]);
-    return !row || Number(row.tokens) >= 1 ? 0 : this.secondsFor(Number(row.tokens));
+    if (!row || Number(row.tokens) >= 1) {
+      if (this.openForMs > 0) {
+        if (this.openUntil.size >= 10_000) this.openUntil.clear();
+        this.openUntil.set(key, Date.now() + this.openForMs);
+      }
+      return 0;
+    }
+    return this.secondsFor(Number(row.tokens));
   }
 
   private secondsFor(tokens: number): number {
@@ -132,8 +158,8 @@ export class StoreBuckets implements RateBuckets {
  * Buckets of one kind (`kind` prefixes their keys in the store): shared through the store when it
  * is PostgreSQL (several replicas may use it), in this process's memory on the embedded store.
  */
-export function rateBuckets(store: Store | undefined, kind: string, perSecond: number, burst: number): RateBuckets {
-  return store?.kind === 'postgres' ? new StoreBuckets(store, kind, perSecond, burst) : new MemoryBuckets(perSecond, burst);
+export function rateBuckets(store: Store | undefined, kind: string, perSecond: number, burst: number, openForMs = 0): RateBuckets {
+  return store?.kind === 'postgres' ? new StoreBuckets(store, kind, perSecond, burst, openForMs) : new MemoryBuckets(perSecond, burst);
 }
 
 /** A bucket untouched this long has refilled whatever its rate: its row can go. */
@@ -184,6 +210,12 @@ export function registerRateLimits(app: FastifyInstance, limits: RateLimits, sto
  * half that. Over it, the key's queries are answered `429 rate_limited` before any parsing until
  * the budget refills. 0 disables.
  */
+/**
+ * How long a key's refusal budget, found open on a PostgreSQL store, is taken as open without
+ * asking the store again (each query checks it before parsing; see {@link StoreBuckets}).
+ */
+export const REFUSALS_OPEN_MS = 1000;
+
 export class RefusalBudget {
   private readonly buckets: RateBuckets | undefined;
 
@@ -192,7 +224,7 @@ export class RefusalBudget {
     readonly perMinute: number,
     store?: Store,
   ) {
-    this.buckets = perMinute > 0 ? rateBuckets(store, 'refused', perMinute / 60, Math.max(1, Math.floor(perMinute / 2))) : undefined;
+    this.buckets = perMinute > 0 ? rateBuckets(store, 'refused', perMinute / 60, Math.max(1, Math.floor(perMinute / 2)), REFUSALS_OPEN_MS) : undefined;
   }
 
   /** Throws 429 when `keyId` has used up its refusals. */
