@@ -64,6 +64,11 @@ export const TRIAL_EGRESS_SHARE = Math.floor(TRIAL.egressBytes / 16);
 /** In-process wake-ups for trial queries waiting for other queries' egress holds to be released. */
 const trialWaiters = new Map<string, Set<() => void>>();
 
+/** @internal organizations with trial queries waiting in this process (tests: none is kept once they stop waiting) */
+export function trialWaitingOrgs(): number {
+  return trialWaiters.size;
+}
+
 function trialReleased(orgId: string): void {
   const waiting = trialWaiters.get(orgId);
   if (!waiting) return;
@@ -80,6 +85,8 @@ function trialRelease(orgId: string, ms: number): Promise<void> {
     const wake = (): void => {
       clearTimeout(timer);
       set.delete(wake);
+      // the last waiter gone by its timer (released on another replica): the organization's entry goes too
+      if (set.size === 0 && trialWaiters.get(orgId) === set) trialWaiters.delete(orgId);
       resolve();
     };
     const timer = setTimeout(wake, ms);
