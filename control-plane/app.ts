@@ -53,6 +53,7 @@ import { shutdownStop } from './query/errors.js';
 import { SqlChecker } from './query/sql/offload.js';
 import { CheckCache } from './query/sql/check-cache.js';
 import { openStore, type Store } from './store/index.js';
+import { keptOnceLoaded } from './once.js';
 
 /** The longest a client may take to send a whole request (headers and body). */
 export const REQUEST_TIMEOUT_MS = 30_000;
@@ -236,12 +237,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const tunnels = new TunnelRegistry({ drainTimeoutMs: config.tunnelDrainMs });
   const metrics = new Metrics();
   // the master keys (current + previous), loaded on first use: credentials and the CA's key are sealed with them
-  let ringPromise: Promise<MasterKeyRing> | undefined;
-  const keyRing = (): Promise<MasterKeyRing> => {
-    ringPromise ??= loadMasterKeyRing(config.masterKey, config.masterKeysPrevious, config.dataDir);
-    ringPromise.catch(() => (ringPromise = undefined));
-    return ringPromise;
-  };
+  const keyRing: () => Promise<MasterKeyRing> = keptOnceLoaded(() => loadMasterKeyRing(config.masterKey, config.masterKeysPrevious, config.dataDir));
   // the live API and file targets' query engines (worker threads), this app's own
   const restEngines = new EnginePool(config.restApis.maxEngines, config.dataDir, (m) => app.log.warn(m));
   // large and MySQL-dialect statements are checked in this app's own worker thread
@@ -296,12 +292,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   credentialRoutes(app, services);
   auditRoutes(app, services);
   // the CA is made (or loaded) on first use: most test servers never sign anything
-  let caPromise: Promise<Ca> | undefined;
-  const loadCa = (): Promise<Ca> => {
-    caPromise ??= keyRing().then((ring) => loadOrCreateStoredCa(store, ring.all));
-    caPromise.catch(() => (caPromise = undefined));
-    return caPromise;
-  };
+  const loadCa: () => Promise<Ca> = keptOnceLoaded(() => keyRing().then((ring) => loadOrCreateStoredCa(store, ring.all)));
   const ca = (): Promise<RelayCa> => loadCa().then(relayCa);
   let listener: TunnelListener | undefined;
   const relayOptions: RelayOptions = {

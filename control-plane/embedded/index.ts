@@ -7,6 +7,7 @@
 import { readFile } from 'node:fs/promises';
 import { Worker } from 'node:worker_threads';
 import type { ReadQueryResult } from '../results/index.js';
+import { keptOnceLoaded } from '../once.js';
 import type { DataImage } from './image-fs.js';
 import type { BatchItemResult, EngineModule, QueryResult, ReadQuerySpec, Request, Response, WorkerErrorInfo } from './messages.js';
 
@@ -46,18 +47,10 @@ export function siblingModule(name: string, base: string): URL {
  * between threads, but each thread's copy of the file stayed in its allocator (about 10 MB per
  * engine thread, and a demo pool has up to four).
  */
-let engineModule: Promise<EngineModule> | undefined;
 /** WebAssembly's API (this project's TypeScript libraries do not declare it) */
 const wasm = (globalThis as unknown as { readonly WebAssembly: { compile(bytes: Uint8Array): Promise<EngineModule> } }).WebAssembly;
-function pgliteModule(): Promise<EngineModule> {
-  engineModule ??= readFile(new URL('./pglite.wasm', import.meta.resolve('@electric-sql/pglite')))
-    .then((bytes) => wasm.compile(bytes))
-    .catch((err: unknown) => {
-      engineModule = undefined; // the next engine tries again
-      throw err;
-    });
-  return engineModule;
-}
+/** (a failed read or compile is tried again by the next engine) */
+const pgliteModule: () => Promise<EngineModule> = keptOnceLoaded(() => readFile(new URL('./pglite.wasm', import.meta.resolve('@electric-sql/pglite'))).then((bytes) => wasm.compile(bytes)));
 
 function workerUrl(): URL {
   return siblingModule('worker', import.meta.url);

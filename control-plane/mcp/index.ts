@@ -8,6 +8,7 @@
 import { setMaxListeners } from 'node:events';
 import { Type } from 'typebox';
 import { ApiError } from '../errors.js';
+import { keptOnceLoaded } from '../once.js';
 import { inProcessCall } from '../http/in-process.js';
 import { type App, ErrorSchema, errors } from '../routes/context.js';
 import { queryString, type ApiCaller } from './api.js';
@@ -20,18 +21,17 @@ interface McpParts {
   readonly createMcpServer: typeof import('./server.js').createMcpServer;
   readonly Transport: typeof import('@modelcontextprotocol/sdk/server/streamableHttp.js').StreamableHTTPServerTransport;
 }
-let parts: Promise<McpParts> | undefined;
 /**
  * The SDK's server and transport and the tools, loaded on the first MCP request: a control plane
- * no agent asks over MCP does not load them (about 0.3 s of CPU at every start).
+ * no agent asks over MCP does not load them (about 0.3 s of CPU at every start). A load that
+ * failed is tried again by the next request.
  */
-function mcpParts(): Promise<McpParts> {
-  parts ??= Promise.all([import('./server.js'), import('@modelcontextprotocol/sdk/server/streamableHttp.js')]).then(([server, http]) => ({
+const mcpParts: () => Promise<McpParts> = keptOnceLoaded(() =>
+  Promise.all([import('./server.js'), import('@modelcontextprotocol/sdk/server/streamableHttp.js')]).then(([server, http]) => ({
     createMcpServer: server.createMcpServer,
     Transport: http.StreamableHTTPServerTransport,
-  }));
-  return parts;
-}
+  })),
+);
 
 /**
  * Tool calls as in-process requests with the caller's key. `gone` aborts when the MCP client

@@ -14,6 +14,7 @@ import type { ParsedScopes, Target } from '../../catalogue/index.js';
 import { checkDatabaseAddress, credentialRejected, databaseCredentialKind, databaseEndpoint, parseDatabaseUrl, scrub, type DatabaseOptions, type DatabaseUrl } from '../../credentials/database.js';
 import { RowCollector, uniqueColumnNames, type ColumnInfo, type ReadQueryResult } from '../../results/index.js';
 import { ApiError } from '../../errors.js';
+import { keptOnceLoaded } from '../../once.js';
 import { abortAnswer, mapPolicyRefusal, statementRejected } from '../../query/errors.js';
 import { preparedFrom, type DatabaseNetwork } from '../postgres.js';
 import { LiveConnections, poolKey, type PoolDriver } from '../pool.js';
@@ -347,12 +348,11 @@ function guarded(c: Conn): Conn {
   return c;
 }
 
-let driver: Promise<typeof import('mysql2')> | undefined;
-/** mysql2, loaded on the first MySQL statement: a server that never reads MySQL does not load its ~80 modules */
-function mysqlDriver(): Promise<typeof import('mysql2')> {
-  driver ??= import('mysql2').then((m) => m.default);
-  return driver;
-}
+/**
+ * mysql2, loaded on the first MySQL statement: a server that never reads MySQL does not load its
+ * ~80 modules (a load that failed is tried again by the next statement)
+ */
+const mysqlDriver: () => Promise<typeof import('mysql2')> = keptOnceLoaded(() => import('mysql2').then((m) => m.default));
 
 async function connect(o: ConnectionOptions, secret: string, url: DatabaseUrl): Promise<Conn> {
   const c = guarded((await mysqlDriver()).createConnection(o));
