@@ -6,12 +6,11 @@
  * (`SET LOCAL ROLE` to the reader role, whose forced row-level security is the second layer, and
  * the scope's settings), statement_timeout enforced by the server, the caps, ROLLBACK.
  */
-import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { classifyPgError, GuardedPgClient, type ReadFailure } from '../../pg-read/index.js';
 import type { ReadQueryResult } from '../results/index.js';
 import { oversizeError, readCollected, type CollectedOutcome } from '../live/postgres-read.js';
-import { admitted, DemoQueryError, perTenant, preamble, tenantKey, type DemoEngine, type DemoEngineOptions, type DemoQuery } from './query.js';
+import { admitted, DemoQueryError, perTenant, placeKeys, preamble, tenantKey, type DemoEngine, type DemoEngineOptions, type DemoQuery } from './query.js';
 import { FairGate, type GateAdmissions } from './gate.js';
 import { demoFingerprint, loadScript } from './load.js';
 import type { DatasetDef } from './types.js';
@@ -25,10 +24,11 @@ const pgTypes = {
 
 /**
  * Advisory-lock keys on the shared demo database, in the two-int4 form (never the bigint form our
- * other locks use): a tenant's places are (hash of the tenant, TENANT_SPACE + slot), the free
- * class's are (TRIAL_CLASS, TRIAL_SPACE + slot); the second keys' ranges do not overlap.
+ * other locks use): a tenant's places are placeKeys(tenant, TENANT_SPACE) (second keys in
+ * [TENANT_SPACE, TENANT_SPACE + PLACE_SPACE_SIZE)), the free class's are (TRIAL_CLASS,
+ * TRIAL_SPACE + slot), outside that range.
  */
-export const TENANT_SPACE = 0x53560000;
+export const TENANT_SPACE = 0x53000000;
 const TRIAL_CLASS = 0x53565452;
 const TRIAL_SPACE = 0x53561000;
 /** how long a statement waits before asking the shared database for a place again */
@@ -45,11 +45,11 @@ const SLOT_RETRY_MS = 50;
  * replicas than through one.
  */
 function slotQuery(q: DemoQuery, perTenantSlots: number, trialSlots: number): string {
-  const hash = createHash('sha256').update(tenantKey(q)).digest().readInt32BE(0);
+  const tenant = placeKeys(tenantKey(q), TENANT_SPACE);
   const tenantSlots = q.trial ? Math.max(1, Math.floor(trialSlots / 2)) : perTenantSlots;
-  const take = (key1: number, space: number, n: number): string =>
-    `(SELECT s FROM generate_series(0, ${Math.min(64, Math.max(1, n)) - 1}) s WHERE pg_try_advisory_xact_lock(${key1}, ${space} + s) LIMIT 1)`;
-  return `SELECT ${take(hash, TENANT_SPACE, tenantSlots)} AS tenant_slot, ${q.trial ? take(TRIAL_CLASS, TRIAL_SPACE, trialSlots) : '0'} AS trial_slot`;
+  const take = (key1: number, key2: number, n: number): string =>
+    `(SELECT s FROM generate_series(0, ${Math.min(64, Math.max(1, n)) - 1}) s WHERE pg_try_advisory_xact_lock(${key1}, ${key2} + s) LIMIT 1)`;
+  return `SELECT ${take(tenant.key1, tenant.key2, tenantSlots)} AS tenant_slot, ${q.trial ? take(TRIAL_CLASS, TRIAL_SPACE, trialSlots) : '0'} AS trial_slot`;
 }
 
 export class PostgresDemoEngine implements DemoEngine {

@@ -3,6 +3,7 @@
  * the query, its errors, the engine interface and options, fair admission through the gate and
  * the per-transaction preamble. Kept apart so that the two engines import it, not each other.
  */
+import { createHash } from 'node:crypto';
 import type { ReadQueryResult } from '../results/index.js';
 import type { DatasetDef } from './types.js';
 import { DEMO_READER_ROLE } from './load.js';
@@ -71,6 +72,24 @@ export interface DemoEngine {
  */
 export function tenantKey(q: DemoQuery): string {
   return q.trial ? `trial:${q.address ?? q.tenant}` : q.tenant;
+}
+
+/**
+ * Size of a key space of places (advisory locks in the two-int4 form): a space is a range of
+ * second keys starting at a multiple of this, 16 bits of the sender's digest times 64 places.
+ */
+export const PLACE_SPACE_SIZE = 1 << 22;
+
+/**
+ * The advisory-lock keys of `tenant`'s places in `space` (a multiple of {@link PLACE_SPACE_SIZE}):
+ * place `s` (0…63) is `(key1, key2 + s)`. 48 bits of a digest of the sender's name tell senders
+ * apart (32 in the first key, 16 in the second): two organizations share places only if those 48
+ * bits agree (about one chance in 56,000 among 100,000 organizations; 32 bits alone gave about
+ * 1% among 10,000).
+ */
+export function placeKeys(tenant: string, space: number): { readonly key1: number; readonly key2: number } {
+  const h = createHash('sha256').update(tenant).digest();
+  return { key1: h.readInt32BE(0), key2: space + h.readUInt16BE(4) * 64 };
 }
 
 /** Run `work` once the fair gate admits the statement, within its deadline. */

@@ -19,10 +19,13 @@
  */
 import { createHash } from 'node:crypto';
 import pg from 'pg';
-import { DemoQueryError } from './query.js';
+import { DemoQueryError, placeKeys } from './query.js';
 
-/** second advisory-lock key of a sender's places (two-int4 form; other users of the store take the bigint form or other spaces) */
-export const SHARE_SPACE = 0x53562000;
+/**
+ * the range of second advisory-lock keys of senders' places, from here PLACE_SPACE_SIZE long
+ * (two-int4 form; other users of the store take the bigint form or other first keys)
+ */
+export const SHARE_SPACE = 0x52c00000;
 /** a wait for a place held elsewhere is asked again this often (so a stopped statement stops waiting) */
 const WAIT_STEP_MS = 250;
 /** the longest any of the shares' own statements may take, as the client sees it */
@@ -53,15 +56,15 @@ export interface DemoShares {
 }
 
 interface Digest {
-  /** the first advisory-lock key */
-  readonly key: number;
+  /** the advisory-lock keys of its places: place s is (key1, key2 + s) */
+  readonly key1: number;
+  readonly key2: number;
   /** the name `demo_holds` keeps (not the organization or the address itself) */
   readonly name: string;
 }
 
 function digest(tenant: string): Digest {
-  const h = createHash('sha256').update(tenant).digest();
-  return { key: h.readInt32BE(0), name: h.subarray(0, 16).toString('hex') };
+  return { ...placeKeys(tenant, SHARE_SPACE), name: createHash('sha256').update(tenant).digest().subarray(0, 16).toString('hex') };
 }
 
 /** DEMO_ERR_COOLDOWN for a sender held back (by another replica's hold) for `ms` more */
@@ -106,7 +109,7 @@ export class StoreDemoShares implements DemoShares {
   async take(tenant: string, places: number, deadline: number, o: TakeOptions): Promise<() => void> {
     const d = digest(tenant);
     const n = Math.min(64, Math.max(1, Math.floor(places)));
-    const tryAll = `(SELECT s FROM generate_series(0, ${n - 1}) s WHERE pg_try_advisory_xact_lock(${d.key}, ${SHARE_SPACE} + s) LIMIT 1)`;
+    const tryAll = `(SELECT s FROM generate_series(0, ${n - 1}) s WHERE pg_try_advisory_xact_lock(${d.key1}, ${d.key2} + s) LIMIT 1)`;
     const held = `(SELECT ceil(extract(epoch FROM max(until) - now()) * 1000)::int FROM demo_holds WHERE tenant = '${d.name}' AND until > now())`;
     for (let turn = 0; ; turn++) {
       if (o.signal?.aborted) throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the statement was stopped before it ran');
@@ -150,7 +153,7 @@ export class StoreDemoShares implements DemoShares {
       if (placement && placement.place !== null) return release;
       // every place is held (through this or another replica): wait in the lock's queue for one
       try {
-        await c.query(`SELECT pg_advisory_xact_lock(${d.key}, ${SHARE_SPACE} + ${turn % n})`);
+        await c.query(`SELECT pg_advisory_xact_lock(${d.key1}, ${d.key2 + (turn % n)})`);
       } catch (err) {
         await rollback();
         if (!(err instanceof pg.DatabaseError && err.code === '55P03')) throw unasked();

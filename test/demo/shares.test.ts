@@ -10,13 +10,14 @@
  * - the places of a replica whose connections die are free at once.
  * Skipped with a reason where no PostgreSQL answers.
  */
+import { createHash } from 'node:crypto';
 import net from 'node:net';
 import pg from 'pg';
 import t from 'tap';
 import { EmbeddedPostgres } from '../../control-plane/embedded/index.js';
 import { DEMO_READER_ROLE } from '../../control-plane/demo/load.js';
 import { EmbeddedDemoEngine } from '../../control-plane/demo/engine.js';
-import { DemoQueryError, type DemoQuery } from '../../control-plane/demo/query.js';
+import { DemoQueryError, placeKeys, type DemoQuery } from '../../control-plane/demo/query.js';
 import { SHARE_SPACE, StoreDemoShares } from '../../control-plane/demo/shares.js';
 import { openStore } from '../../control-plane/store/index.js';
 import { blankEngine } from '../helpers/engine.js';
@@ -182,6 +183,28 @@ if (!(await realPostgresAvailable())) {
     const w = await waiting;
     t.ok(w.err instanceof DemoQueryError && w.err.code === 'DEMO_ERR_COOLDOWN', `the queued statement is held back on replica b when it gets the place (${String(w.err ?? 'it ran')})`);
     t.equal(await placesNow(), 0, 'and gives the place back');
+  });
+
+  t.test('two senders whose digests agree in their first 32 bits have places of their own', async (t) => {
+    // places were keyed by 32 bits of the digest: two such organizations shared one budget (about
+    // a 1% chance somewhere among 10,000 organizations); found here by a birthday search
+    const seen = new Map<number, string>();
+    let pair: [string, string] | undefined;
+    for (let i = 0; !pair; i++) {
+      const name = `org_collide_${i}`;
+      const first = createHash('sha256').update(name).digest().readInt32BE(0);
+      const other = seen.get(first);
+      if (other !== undefined) pair = [other, name];
+      else seen.set(first, name);
+    }
+    const [x, y] = pair;
+    const keys = [placeKeys(x, SHARE_SPACE), placeKeys(y, SHARE_SPACE)];
+    t.equal(keys[0]?.key1, keys[1]?.key1, `${x} and ${y}: the same first key`);
+    const options = { timeoutMs: 2000 };
+    const leaveX = await a.shares.take(x, 1, Date.now() + 2000, options);
+    t.teardown(leaveX);
+    const taken = await outcome(b.shares.take(y, 1, Date.now() + 2000, options).then((leave) => leave()));
+    t.equal(taken.err, undefined, `the second organization takes its own one place at once while the first holds its own (${String(taken.err ?? 'taken')})`);
   });
 
   t.test("a replica's places end with its connections", async (t) => {

@@ -7,9 +7,10 @@
  * same time take places in theirs).
  */
 import type pg from 'pg';
+import { PLACE_SPACE_SIZE } from '../../control-plane/demo/query.js';
 
-/** advisory locks of this database in the two-int4 form whose second key is in [space, space + 64) */
-const PLACES = "FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND objsubid = 2 AND objid::bigint >= $1 AND objid::bigint < $1 + 64";
+/** advisory locks of this database in the two-int4 form whose second key is in [space, space + PLACE_SPACE_SIZE) */
+const PLACES = `FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND objsubid = 2 AND objid::bigint >= $1 AND objid::bigint < $1 + ${PLACE_SPACE_SIZE}`;
 
 /** places held now */
 export async function placesHeld(client: pg.Client, space: number): Promise<number> {
