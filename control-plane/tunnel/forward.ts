@@ -47,6 +47,20 @@ const RENEW_BEFORE_MS = 24 * 3600_000;
 /** how long a forward waits for the holder's connection and TLS handshake */
 export const FORWARD_CONNECT_MS = 5000;
 
+/**
+ * How often a holder shows it is alive while a forwarded statement runs: its answer's headers go
+ * at once (status 200, `x-svc-heartbeat-ms`; the answer's own status is in its JSON body), then a
+ * space every this often until the JSON (which leading spaces do not change). The asking replica
+ * gives a holder that falls silent for {@link silentAfterMs} up (a frozen holder's kernel still
+ * keeps the connection open), instead of waiting for the statement's deadline.
+ */
+export const FORWARD_HEARTBEAT_MS = 1000;
+
+/** how long a holder that said it beats every `heartbeatMs` may be silent before it is given up */
+export function silentAfterMs(heartbeatMs: number): number {
+  return Math.max(1000, heartbeatMs * 5);
+}
+
 function unavailable(relayId: string, why: string): ApiError {
   return new ApiError('relay_unavailable', `relay ${relayId}'s tunnel is held by another replica, which ${why}; retry shortly`, { relay_id: relayId, reason: 'replica_unreachable', retry_after_seconds: 1 }, { 'Retry-After': '1' });
 }
@@ -103,10 +117,12 @@ export class RelayForwarder {
     if (signal?.aborted) throw new Error('aborted');
     return new Promise<ReadQueryResult>((resolve, reject) => {
       let settled = false;
+      let silent: NodeJS.Timeout | undefined;
       const done = (err: Error | undefined, value?: ReadQueryResult): void => {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
+        clearTimeout(silent);
         signal?.removeEventListener('abort', onAbort);
         if (err) reject(err);
         else resolve(value as ReadQueryResult);
@@ -150,7 +166,19 @@ export class RelayForwarder {
       req.on('response', (res) => {
         const chunks: Buffer[] = [];
         let size = 0;
+        // a holder that beats (FORWARD_HEARTBEAT_MS) and falls silent is gone (an older one does not beat)
+        const beat = Number(res.headers['x-svc-heartbeat-ms']);
+        const alive = (): void => {
+          if (!(Number.isSafeInteger(beat) && beat > 0) || settled) return;
+          clearTimeout(silent);
+          silent = setTimeout(() => {
+            req.destroy();
+            done(unavailable(relayId, `stopped answering (nothing for ${silentAfterMs(beat) / 1000} s while the statement ran)`));
+          }, silentAfterMs(beat));
+        };
+        alive();
         res.on('data', (c: Buffer) => {
+          alive();
           size += c.length;
           if (size > maxResponse) {
             req.destroy();
@@ -251,8 +279,8 @@ function send(res: ServerResponse, status: number, body: unknown, close = false)
   if (close) res.once('finish', () => res.req.socket.destroy());
 }
 
-function sendError(res: ServerResponse, err: ApiError): void {
-  send(res, err.status, { error: { code: err.code, message: err.message, ...(err.details ? { details: err.details } : {}) } });
+function errorBody(err: ApiError): unknown {
+  return { error: { code: err.code, message: err.message, ...(err.details ? { details: err.details } : {}) } };
 }
 
 const boundedInt = (v: unknown, max: number): v is number => typeof v === 'number' && Number.isInteger(v) && v > 0 && v <= max;
@@ -278,7 +306,7 @@ function parseRequest(raw: string): ForwardRequest | undefined {
  * CA is accepted (a relay's is refused); the statement runs on a tunnel held here, cancelled when
  * the asking replica goes away.
  */
-export async function serveForward(req: IncomingMessage, res: ServerResponse, ca: Ca, serve: ServeForwarded): Promise<void> {
+export async function serveForward(req: IncomingMessage, res: ServerResponse, ca: Ca, serve: ServeForwarded, heartbeatMs = FORWARD_HEARTBEAT_MS): Promise<void> {
   const peer = (req.socket as TLSSocket).getPeerX509Certificate?.();
   const verdict = peer ? verifyReplicaCertificate(ca, peer) : undefined;
   if (!verdict?.ok) return send(res, 403, { error: { code: 'forbidden', message: 'only a control-plane replica of this deployment may forward relay queries' } }, true);
@@ -305,10 +333,19 @@ export async function serveForward(req: IncomingMessage, res: ServerResponse, ca
   res.on('close', () => {
     if (!res.writableFinished) ac.abort(); // the asking replica gave up (the connection revoked or expired, or the asker itself gone)
   });
+  // the headers at once, then a space every heartbeatMs while it runs: the asker knows this holder lives
+  res.writeHead(200, { 'content-type': 'application/json', 'x-svc-heartbeat-ms': String(heartbeatMs) });
+  res.flushHeaders();
+  const beats = setInterval(() => {
+    if (!res.destroyed && !res.writableEnded) res.write(' ');
+  }, heartbeatMs);
+  res.once('close', () => clearInterval(beats));
   try {
-    send(res, 200, await serve(fwd, ac.signal));
+    res.end(JSON.stringify(await serve(fwd, ac.signal)));
   } catch (err) {
-    if (isApiError(err)) return sendError(res, err);
-    throw err;
+    if (!isApiError(err)) throw err; // (the listener ends the answer: its headers are sent)
+    res.end(JSON.stringify(errorBody(err)));
+  } finally {
+    clearInterval(beats);
   }
 }

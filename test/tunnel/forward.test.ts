@@ -4,9 +4,12 @@
  * RSA key on the main thread, about 4 s of blocked event loop for 12 of them, and left the
  * replaced agents' sockets open).
  */
+import https from 'node:https';
+import net from 'node:net';
 import t from 'tap';
-import { createCa } from '../../pki/index.js';
-import { FORWARD_CONNECT_MS, RelayForwarder } from '../../control-plane/tunnel/forward.js';
+import { createCa, issueServerCertificate, tlsServerOptions } from '../../pki/index.js';
+import { FORWARD_CONNECT_MS, RelayForwarder, serveForward, silentAfterMs, type ServeForwarded } from '../../control-plane/tunnel/forward.js';
+import type { ReadQueryResult } from '../../control-plane/results/index.js';
 import { ApiError } from '../../control-plane/errors.js';
 import type { Store } from '../../control-plane/store/index.js';
 import { tcpServer } from '../helpers/tcp.js';
@@ -65,4 +68,78 @@ t.test('a holder that accepts the connection and never completes it is not waite
   t.equal(err?.code, 'relay_unavailable', 'a retryable 503');
   t.match(err?.message, new RegExp(`did not complete the connection within ${FORWARD_CONNECT_MS / 1000} s`), 'answered after the connection bound, not the 10-minute deadline');
   t.equal(err?.headers?.['Retry-After'], '1');
+});
+
+/**
+ * A holder (serveForward over mutual TLS, its server certificate from the CA) whose statement
+ * answers after `answerMs`, beating every `heartbeatMs`, reached through a proxy that can freeze:
+ * it then passes nothing either way and keeps both connections open, as a holder stopped
+ * (SIGSTOP) or cut off by the network whose kernel still holds the connection.
+ */
+async function freezableHolder(t: TapTest, o: { readonly heartbeatMs: number; readonly answerMs: number }) {
+  const ca = createCa({ keyBits: 2048 });
+  const cert = issueServerCertificate(ca, { ipAddresses: ['127.0.0.1'] });
+  const result: ReadQueryResult = { columns: [{ name: 'one', typeOid: 23 }], rows: [{ one: 1 }], truncated: false, bytes: 9 } as unknown as ReadQueryResult;
+  let started = false; // serve is called once the answer's headers are sent
+  const serve: ServeForwarded = (_request, signal) =>
+    new Promise((resolve, reject) => {
+      started = true;
+      const timer = setTimeout(() => resolve(result), o.answerMs);
+      signal.addEventListener('abort', () => (clearTimeout(timer), reject(new Error('asker gone'))), { once: true });
+    });
+  const holder = https.createServer({ ...tlsServerOptions({ keyPem: cert.keyPem, certPem: cert.certPem, caCertPem: ca.certPem }), rejectUnauthorized: false }, (req, res) => {
+    serveForward(req, res, ca, serve, o.heartbeatMs).catch(() => res.destroy());
+  });
+  await new Promise<void>((r) => holder.listen(0, '127.0.0.1', () => r()));
+  const sockets = new Set<net.Socket>();
+  let frozen = false;
+  const proxy = net.createServer((client) => {
+    const up = net.connect((holder.address() as net.AddressInfo).port, '127.0.0.1');
+    for (const [from, to] of [[client, up], [up, client]] as const) {
+      sockets.add(from);
+      from.on('error', () => undefined);
+      from.on('data', (d: Buffer) => void (frozen || to.write(d)));
+      from.on('close', () => to.destroy());
+    }
+  });
+  await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', () => r()));
+  t.teardown(async () => {
+    for (const s of sockets) s.destroy();
+    await new Promise((r) => proxy.close(r));
+    await new Promise((r) => holder.close(r));
+  });
+  const fwd = new RelayForwarder({ kind: 'embedded' } as unknown as Store, 'rep_asker', async () => ca);
+  t.teardown(() => fwd.close());
+  const request = { relay_id: 'rly_x', connection_id: 'conn_x', sql: 'SELECT 1', limits: { timeoutMs: 600_000, maxRows: 10, maxBytes: 1000 } };
+  const address = { replicaId: 'rep_holder', address: `127.0.0.1:${(proxy.address() as net.AddressInfo).port}` };
+  return {
+    run: () => fwd.run(address, request),
+    freeze: () => void (frozen = true),
+    started: () => started,
+  };
+}
+
+t.test('a holder that freezes while the statement runs is given up once it falls silent, not at the deadline', async (t) => {
+  // review: a forward already sent to a holder that then froze waited for the statement's deadline plus 5 s
+  const h = await freezableHolder(t, { heartbeatMs: 100, answerMs: 600_000 });
+  const started = Date.now();
+  const running = h.run().then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  // frozen once the statement runs on the holder, its headers and a few beats through
+  while (!h.started()) await new Promise((r) => setTimeout(r, 20));
+  await new Promise((r) => setTimeout(r, 250));
+  h.freeze();
+  const err = (await running) as ApiError | undefined;
+  t.ok(err instanceof ApiError, String(err));
+  t.equal(err?.code, 'relay_unavailable', 'a retryable 503');
+  t.match(err?.message, new RegExp(`stopped answering \\(nothing for ${silentAfterMs(100) / 1000} s`), 'given up for its silence');
+  t.ok(Date.now() - started < 60_000, `long before the 10-minute deadline (${Date.now() - started} ms)`);
+});
+
+t.test('a holder that beats is waited for past the silence bound, and its answer comes through', async (t) => {
+  const h = await freezableHolder(t, { heartbeatMs: 100, answerMs: silentAfterMs(100) * 2 });
+  const rows = await h.run();
+  t.same(rows.rows, [{ one: 1 }], 'answered after twice the silence bound: the beats kept it');
 });
