@@ -67,6 +67,33 @@ export async function appendPending(sql: Sql, ev: PendingEvent): Promise<AuditEv
   }
 }
 
+/** how many events {@link appendPendingMany} appends in one statement */
+const APPEND_MANY_CHUNK = 500;
+
+/**
+ * Append one event to each of many connections (one event per connection: a connection named
+ * twice would have its chain linked within one statement), a few statements in all instead of
+ * one each, in the caller's transaction: revoking a relay's connections appended one statement
+ * per connection, holding the store's lock for seconds with thousands of them.
+ */
+export async function appendPendingMany(sql: Sql, events: readonly PendingEvent[]): Promise<AuditEvent[]> {
+  if (new Set(events.map((e) => e.connectionId)).size !== events.length) throw new Error('appendPendingMany: one event per connection');
+  const out: AuditEvent[] = [];
+  for (let i = 0; i < events.length; i += APPEND_MANY_CHUNK) {
+    const chunk = events.slice(i, i + APPEND_MANY_CHUNK);
+    const column = (k: number): string[] => chunk.map((e) => e.parts[k] as string);
+    const rows = await sql.query<AppendedRow & { conn: string }>(
+      `SELECT u.conn, a.o_seq, a.o_prev, a.o_hash, a.o_at
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) WITH ORDINALITY AS u(conn, id, a, b, c, d, n)
+         CROSS JOIN LATERAL svc_append_event(u.conn, u.id, u.a, u.b, u.c, u.d) a ORDER BY u.n`,
+      [chunk.map((e) => e.connectionId), chunk.map((e) => e.id), column(0), column(1), column(2), column(3)],
+    );
+    const byConn = new Map(rows.map((r) => [r.conn, r]));
+    for (const e of chunk) out.push(e.appended(byConn.get(e.connectionId)));
+  }
+  return out;
+}
+
 /** the store's `no_data_found` (P0002): the connection named does not exist */
 function isNoData(err: unknown): boolean {
   const e = err as { code?: unknown; sqlState?: unknown };

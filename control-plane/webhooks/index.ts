@@ -9,6 +9,7 @@ export {
   deleteEndpoint,
   enqueue,
   enqueueLifecycle,
+  enqueueLifecycleMany,
   environmentOf,
   getChaos,
   getDelivery,
