@@ -48,12 +48,24 @@ export class TokenBuckets {
   }
 }
 
+/** What {@link RateBuckets.admit} answered for one request. */
+export interface Admission {
+  /** the whole seconds to wait for a token (0: one is there, the request goes on) */
+  readonly wait: number;
+  /** the request let through has ended (whatever it took): call it once */
+  done(): void;
+}
+
+const nothingToEnd = (): void => undefined;
+
 /** One kind of bucket (a rate and a burst), keyed by caller. */
 export interface RateBuckets {
   /** Takes one token from `key`'s bucket: 0 when allowed, else the whole seconds to wait. */
   take(key: string): Promise<number>;
   /** The seconds `key` must wait for a token (0 when one is there), without taking it. */
   wait(key: string): Promise<number>;
+  /** {@link wait} for a request that goes on when it is 0 and may then take: `done()` once it has ended. */
+  admit(key: string): Promise<Admission>;
 }
 
 class MemoryBuckets implements RateBuckets {
@@ -66,6 +78,9 @@ class MemoryBuckets implements RateBuckets {
   }
   async wait(key: string): Promise<number> {
     return this.buckets.wait(key);
+  }
+  async admit(key: string): Promise<Admission> {
+    return { wait: this.buckets.wait(key), done: nothingToEnd };
   }
 }
 
@@ -90,13 +105,28 @@ export class StoreBuckets implements RateBuckets {
    */
   private readonly refusedUntil = new Map<string, { until: number; tokenAt: number }>();
   /**
-   * keys whose bucket {@link wait} found with a token: until when (ms) `wait` answers 0 again
-   * without asking the store (so a key's every query does not cost a store round trip). A take
-   * here forgets it; takes through other replicas do not, so for at most `openForMs` after such a
-   * read this replica may let through one statement more than the budget before its own next
-   * take (and a refusal of it) sends it back to the store.
+   * keys whose bucket {@link admit} found with a token: until when (ms) it lets a request through
+   * again without asking the store (so a key's every query does not cost a store round trip). A
+   * take here forgets it; takes through other replicas do not, so for at most `openForMs` after
+   * such a read this replica may let through one statement more than the budget before its own
+   * next take (and a refusal of it) sends it back to the store. One, not all that arrive in that
+   * time: see {@link lent}.
    */
   private readonly openUntil = new Map<string, number>();
+  /**
+   * keys with a request let through on {@link openUntil} that has not ended (its `done()`): the
+   * key's other requests meanwhile ask the store. (Review: every request arriving together was
+   * let through on it, so a key that spent its budget through another replica had all of them
+   * parsed and checked here, up to its per-key request rate, where the store would refuse them.)
+   */
+  private readonly lent = new Set<string>();
+  /**
+   * takes begun here, and those not ended: a look at the store that overlapped a take here (it
+   * may have read the bucket before the take wrote it) does not mark a key open (any key's take:
+   * a look overlapping one only costs the next request a round trip)
+   */
+  private takesBegun = 0;
+  private takesRunning = 0;
 
   constructor(
     private readonly store: Store,
@@ -104,11 +134,21 @@ export class StoreBuckets implements RateBuckets {
     private readonly kind: string,
     private readonly perSecond: number,
     private readonly burst: number,
-    /** how long a bucket {@link wait} found with a token is taken as still having one (0: always asked) */
+    /** how long a bucket {@link admit} found with a token is taken as still having one (0: always asked) */
     private readonly openForMs = 0,
   ) {}
 
   async take(key: string): Promise<number> {
+    this.takesBegun++;
+    this.takesRunning++;
+    try {
+      return await this.taken(key);
+    } finally {
+      this.takesRunning--;
+    }
+  }
+
+  private async taken(key: string): Promise<number> {
     this.openUntil.delete(key);
     // a key refused a moment ago is refused again without asking the store (never lets more through)
     // (answered with the wait the store gave, not the cache's own short life)
@@ -130,23 +170,37 @@ export class StoreBuckets implements RateBuckets {
   }
 
   async wait(key: string): Promise<number> {
+    const admitted = await this.admit(key);
+    admitted.done();
+    return admitted.wait;
+  }
+
+  async admit(key: string): Promise<Admission> {
     const now = Date.now();
     const refused = this.refusedUntil.get(key);
-    if (refused !== undefined && refused.until > now) return Math.max(1, Math.ceil((refused.tokenAt - now) / 1000));
+    if (refused !== undefined && refused.until > now) return { wait: Math.max(1, Math.ceil((refused.tokenAt - now) / 1000)), done: nothingToEnd };
     const open = this.openUntil.get(key);
-    if (open !== undefined) {
-      if (open > now) return 0;
-      this.openUntil.delete(key);
+    if (open !== undefined && open <= now) this.openUntil.delete(key);
+    else if (open !== undefined && !this.lent.has(key)) {
+      this.lent.add(key);
+      let ended = false;
+      const done = (): void => {
+        if (ended) return;
+        ended = true;
+        this.lent.delete(key);
+      };
+      return { wait: 0, done };
     }
+    const takes = this.takesRunning === 0 ? this.takesBegun : -1;
     const [row] = await this.store.query<{ tokens: number }>(PEEK, [`${this.kind}:${key}`, this.burst, this.perSecond]);
     if (!row || Number(row.tokens) >= 1) {
-      if (this.openForMs > 0) {
+      if (this.openForMs > 0 && takes === this.takesBegun) {
         if (this.openUntil.size >= 10_000) this.openUntil.clear();
         this.openUntil.set(key, Date.now() + this.openForMs);
       }
-      return 0;
+      return { wait: 0, done: nothingToEnd };
     }
-    return this.secondsFor(Number(row.tokens));
+    return { wait: this.secondsFor(Number(row.tokens)), done: nothingToEnd };
   }
 
   private secondsFor(tokens: number): number {
@@ -227,9 +281,14 @@ export class RefusalBudget {
     this.buckets = perMinute > 0 ? rateBuckets(store, 'refused', perMinute / 60, Math.max(1, Math.floor(perMinute / 2)), REFUSALS_OPEN_MS) : undefined;
   }
 
-  /** Throws 429 when `keyId` has used up its refusals. */
-  async check(keyId: string): Promise<void> {
-    const wait = (await this.buckets?.wait(keyId)) ?? 0;
+  /**
+   * Throws 429 when `keyId` has used up its refusals; else returns what to call once the query it
+   * let through has ended (after its {@link charge}, if refused): until then the key's other
+   * queries on this replica ask the store (see {@link StoreBuckets}).
+   */
+  async check(keyId: string): Promise<() => void> {
+    const admitted = await this.buckets?.admit(keyId);
+    const wait = admitted?.wait ?? 0;
     if (wait > 0) {
       throw new ApiError(
         'rate_limited',
@@ -238,6 +297,7 @@ export class RefusalBudget {
         { 'Retry-After': String(wait) },
       );
     }
+    return admitted?.done ?? nothingToEnd;
   }
 
   /** Counts one refused statement against `keyId`. */

@@ -152,7 +152,9 @@ export function connectionRoutes(app: App, s: Services): void {
     },
     async (req, reply) => {
       const { orgId, keyId } = principalOf(req);
-      await refusals.check(keyId);
+      // ended() once the query has ended (charged if refused): meanwhile the key's next queries
+      // here ask the store whether its refusal budget is open (http/rate-limit.ts StoreBuckets)
+      const ended = await refusals.check(keyId);
       // the agent closing its connection before the answer stops the statement at its source
       const gone = new AbortController();
       const stopWatching = whenCallerLeaves(req, reply, () => gone.abort(clientClosed()));
@@ -167,6 +169,7 @@ export function connectionRoutes(app: App, s: Services): void {
         throw err;
       } finally {
         stopWatching();
+        ended();
       }
     },
   );
