@@ -101,7 +101,10 @@ const PEEK = `SELECT ${REFILLED} AS tokens FROM rate_buckets b WHERE key = $1`;
 export class StoreBuckets implements RateBuckets {
   /**
    * keys the store refused: until when (ms) they are refused without asking it (a flood of refused
-   * requests does not each cost a store write), and when (ms) the store said a token would be there
+   * requests does not each cost a store write), and when (ms) the store said a token would be there.
+   * These times and {@link openUntil}'s are on performance.now(), a clock that only moves forward:
+   * on the wall clock, a step back of an hour kept a key refused (or its budget open) here for that
+   * hour without asking the store.
    */
   private readonly refusedUntil = new Map<string, { until: number; tokenAt: number }>();
   /**
@@ -154,7 +157,7 @@ export class StoreBuckets implements RateBuckets {
     // (answered with the wait the store gave, not the cache's own short life)
     const refused = this.refusedUntil.get(key);
     if (refused !== undefined) {
-      const now = Date.now();
+      const now = performance.now();
       if (refused.until > now) return Math.max(1, Math.ceil((refused.tokenAt - now) / 1000));
       this.refusedUntil.delete(key);
     }
@@ -164,7 +167,7 @@ export class StoreBuckets implements RateBuckets {
     if (this.refusedUntil.size >= 10_000) this.refusedUntil.clear();
     // at most until a token could be there, and never long: a refusal here only saves a round trip
     const tokenInMs = ((1 - Number(row.tokens)) / this.perSecond) * 1000;
-    const now = Date.now();
+    const now = performance.now();
     this.refusedUntil.set(key, { until: now + Math.min(1000, tokenInMs), tokenAt: now + tokenInMs });
     return wait;
   }
@@ -176,7 +179,7 @@ export class StoreBuckets implements RateBuckets {
   }
 
   async admit(key: string): Promise<Admission> {
-    const now = Date.now();
+    const now = performance.now();
     const refused = this.refusedUntil.get(key);
     if (refused !== undefined && refused.until > now) return { wait: Math.max(1, Math.ceil((refused.tokenAt - now) / 1000)), done: nothingToEnd };
     const open = this.openUntil.get(key);
@@ -196,7 +199,7 @@ export class StoreBuckets implements RateBuckets {
     if (!row || Number(row.tokens) >= 1) {
       if (this.openForMs > 0 && takes === this.takesBegun) {
         if (this.openUntil.size >= 10_000) this.openUntil.clear();
-        this.openUntil.set(key, Date.now() + this.openForMs);
+        this.openUntil.set(key, performance.now() + this.openForMs);
       }
       return { wait: 0, done: nothingToEnd };
     }

@@ -7,8 +7,8 @@
 import t from 'tap';
 import pg from 'pg';
 import { StoreBuckets, sweepRateBuckets, TAKE_FOR_TEST } from '../../control-plane/http/rate-limit.js';
-import { openStore, type Store } from '../../control-plane/store/index.js';
-import type { QueryOptions, Row } from '../../control-plane/store/types.js';
+import { openStore } from '../../control-plane/store/index.js';
+import { countingPeeks } from '../helpers/rate-buckets.js';
 import { api, embeddedStore, freshDatabase, openConnection, realPostgresAvailable, signupAgent, startServer, tempDir } from '../helpers/server.js';
 
 t.test('the bucket statement: burst, refill, wait, per key, sweep', async (t) => {
@@ -47,40 +47,32 @@ t.test('a key refused again at once is told the wait the store gave, not one sec
 t.test('a budget found open is taken as open for a moment, one statement more per replica at most', async (t) => {
   // each query looks at its key's refusal budget before parsing; on a PostgreSQL store that was a
   // store round trip per query. Two buckets on one store stand for two replicas.
-  const store = await embeddedStore(t);
-  let peeks = 0;
-  const counting: Store = {
-    ...store,
-    query: <T extends object = Row>(text: string, params?: readonly unknown[], o?: QueryOptions) => {
-      if (/^SELECT .* FROM rate_buckets b WHERE key = \$1$/s.test(text)) peeks++;
-      return store.query<T>(text, params, o);
-    },
-  };
+  const { store: counting, peeks } = countingPeeks(await embeddedStore(t));
   const a = new StoreBuckets(counting, 'refused', 1 / 60, 2, 400); // a burst of 2, open for 400 ms
   const b = new StoreBuckets(counting, 'refused', 1 / 60, 2, 400);
   t.equal(await a.wait('k'), 0, 'an untouched budget is open');
   t.equal(await a.wait('k'), 0);
-  t.equal(peeks, 1, 'asked the store once, not for every query');
+  t.equal(peeks(), 1, 'asked the store once, not for every query');
   t.equal(await b.take('k'), 0, 'the other replica spends the budget');
   t.equal(await b.take('k'), 0);
   t.ok((await b.wait('k')) >= 1, 'the replica that spent it asks the store again: its own takes forget what it knew');
   t.equal(await a.wait('k'), 0, 'this replica still takes it as open: the bound');
   t.ok((await a.take('k')) >= 1, 'the one statement it let through is refused at its take');
-  const peeksBefore = peeks;
+  const peeksBefore = peeks();
   t.ok((await a.wait('k')) >= 1, 'and the next query waits');
-  t.equal(peeks, peeksBefore, 'answered from that refusal, without the store');
+  t.equal(peeks(), peeksBefore, 'answered from that refusal, without the store');
 
   t.equal(await a.wait('other'), 0);
-  const asked = peeks;
+  const asked = peeks();
   await new Promise((r) => setTimeout(r, 450));
   t.equal(await a.wait('other'), 0);
-  t.equal(peeks, asked + 1, 'past its moment, the store is asked again');
+  t.equal(peeks(), asked + 1, 'past its moment, the store is asked again');
 
   const always = new StoreBuckets(counting, 'refused', 1 / 60, 2);
-  const n = peeks;
+  const n = peeks();
   await always.wait('x');
   await always.wait('x');
-  t.equal(peeks, n + 2, 'without a moment (the default), every wait asks the store');
+  t.equal(peeks(), n + 2, 'without a moment (the default), every wait asks the store');
 });
 
 if (!(await realPostgresAvailable())) {

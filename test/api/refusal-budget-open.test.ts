@@ -14,22 +14,8 @@
  */
 import t from 'tap';
 import { RefusalBudget } from '../../control-plane/http/rate-limit.js';
-import type { Store } from '../../control-plane/store/index.js';
-import type { QueryOptions, Row } from '../../control-plane/store/types.js';
+import { countingPeeks, storeAround } from '../helpers/rate-buckets.js';
 import { embeddedStore } from '../helpers/server.js';
-
-const PEEK = /^SELECT .* FROM rate_buckets b WHERE key = \$1$/s;
-
-type Around = <T>(run: () => Promise<T[]>) => Promise<T[]>;
-
-/** `store` as a PostgreSQL store, whose look-ups of a bucket go through `peek`, its other statements (takes) through `other`. */
-function sharedStore(store: Store, peek: Around = (run) => run(), other: Around = (run) => run()): Store {
-  return {
-    ...store,
-    kind: 'postgres',
-    query: <T extends object = Row>(text: string, params?: readonly unknown[], o?: QueryOptions) => (PEEK.test(text) ? peek : other)(() => store.query<T>(text, params, o)),
-  };
-}
 
 /** whether `keyId`'s next query is let through (true) or answered 429 (false) */
 async function admitted(budget: RefusalBudget, keyId: string): Promise<boolean> {
@@ -43,7 +29,7 @@ async function admitted(budget: RefusalBudget, keyId: string): Promise<boolean> 
 }
 
 t.test('queries arriving together on a replica that took the budget as open: one more through, not all', async (t) => {
-  const shared = sharedStore(await embeddedStore(t));
+  const shared = storeAround(await embeddedStore(t), { kind: 'postgres' });
   // 4 a minute: a burst of 2, refilled one every 15 s (none refills during the test)
   const a = new RefusalBudget(4, shared);
   const b = new RefusalBudget(4, shared);
@@ -62,13 +48,16 @@ t.test("a look at the store answered after this replica's own take does not mark
   let ran!: () => void;
   const lookedUp = new Promise<void>((r) => (ran = r));
   // the look-up runs at once, its answer comes back when `hold` settles (a slow round trip)
-  const shared = sharedStore(store, async (run) => {
-    const rows = await run();
-    if (hold) {
-      ran();
-      await hold;
-    }
-    return rows;
+  const shared = storeAround(store, {
+    kind: 'postgres',
+    peek: async (run) => {
+      const rows = await run();
+      if (hold) {
+        ran();
+        await hold;
+      }
+      return rows;
+    },
   });
   const a = new RefusalBudget(4, shared);
   await a.charge('k'); // one of the burst of 2 left
@@ -89,12 +78,15 @@ t.test('a look at the store made while a take of this replica is on its way does
   let sent!: () => void;
   const taking = new Promise<void>((r) => (sent = r));
   // a take held before it reaches the store (a slow round trip there)
-  const shared = sharedStore(store, undefined, async (run) => {
-    if (hold) {
-      sent();
-      await hold;
-    }
-    return run();
+  const shared = storeAround(store, {
+    kind: 'postgres',
+    other: async (run) => {
+      if (hold) {
+        sent();
+        await hold;
+      }
+      return run();
+    },
   });
   const a = new RefusalBudget(4, shared);
   await a.charge('k'); // one of the burst of 2 left
@@ -110,24 +102,20 @@ t.test('a look at the store made while a take of this replica is on its way does
 });
 
 t.test('one query at a time still asks the store once a moment; one arriving beside it asks again', async (t) => {
-  let peeks = 0;
-  const shared = sharedStore(await embeddedStore(t), (run) => {
-    peeks++;
-    return run();
-  });
+  const { store: shared, peeks } = countingPeeks(await embeddedStore(t), 'postgres');
   const a = new RefusalBudget(4, shared);
   (await a.check('k'))();
   const lent = await a.check('k');
-  t.equal(peeks, 1, 'the second query is let through on what the first found');
+  t.equal(peeks(), 1, 'the second query is let through on what the first found');
   const beside = await a.check('k');
-  t.equal(peeks, 2, 'a query arriving while it runs asks the store');
+  t.equal(peeks(), 2, 'a query arriving while it runs asks the store');
   beside();
   lent();
   lent(); // a second call ends nothing more
   const next = await a.check('k');
-  t.equal(peeks, 2, 'once it has ended, the next is let through on what was found');
+  t.equal(peeks(), 2, 'once it has ended, the next is let through on what was found');
   const again = await a.check('k');
-  t.equal(peeks, 3, 'and again one beside it asks the store (the second ended() of the first did not end this one)');
+  t.equal(peeks(), 3, 'and again one beside it asks the store (the second ended() of the first did not end this one)');
   again();
   next();
 });
