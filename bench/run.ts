@@ -12,8 +12,6 @@
  *    against the same statement as the engine's superuser (row security bypassed), on one
  *    embedded engine loaded from the demo image.
  */
-import fs from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import { parseSync } from 'pgsql-parser';
 import { buildApp } from '../control-plane/app.js';
@@ -28,6 +26,7 @@ import { EmbeddedPostgres } from '../control-plane/embedded/index.js';
 import { checkAndRewrite, initSqlParser } from '../control-plane/query/sql/index.js';
 import { CheckCache } from '../control-plane/query/sql/check-cache.js';
 import { benchDatabase } from './store-db.js';
+import { inTempDir } from './temp-dir.js';
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -152,35 +151,40 @@ async function main(): Promise<void> {
   cache.set(cacheKey(), checkAndRewrite(SQL, policy));
   const cachedTime = median(timeEach(3000, () => cache.get(cacheKey())));
 
-  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'svc-bench-'));
   const rewritten = checkAndRewrite(SQL, policy).sql;
   const limits = loadConfig({}).limits;
   const settings = scopeSettings([...policy.allowed.values()], scopes.periods);
-  const paths: { store: string; m: PathTimes }[] = [{ store: 'embedded store', m: await queryPath(path.join(dataDir, 'embedded')) }];
-  const storeDb = process.env['BENCH_STORES'] === 'embedded' ? undefined : await benchDatabase('run');
-  if (storeDb) {
-    try {
-      paths.push({ store: 'PostgreSQL store', m: await queryPath(path.join(dataDir, 'postgres'), storeDb.url) });
-    } finally {
-      await storeDb.drop();
+  // its directory (stores, demo images) goes when it ends, failed or not
+  const { paths, postgresSkipped, rls, bare, same } = await inTempDir('svc-bench-', async (dataDir) => {
+    const paths: { store: string; m: PathTimes }[] = [{ store: 'embedded store', m: await queryPath(path.join(dataDir, 'embedded')) }];
+    const storeDb = process.env['BENCH_STORES'] === 'embedded' ? undefined : await benchDatabase('run');
+    if (storeDb) {
+      try {
+        paths.push({ store: 'PostgreSQL store', m: await queryPath(path.join(dataDir, 'postgres'), storeDb.url) });
+      } finally {
+        await storeDb.drop();
+      }
     }
-  }
 
-  // row security on and off, same statement, same engine
-  // as a demo worker runs: on the shared image, with the workers' settings
-  const db = await EmbeddedPostgres.start({ image: await unpackImage(await embeddedDemoImage(path.join(dataDir, 'rls'), catalogue.datasets)), settings: DEMO_WORKER_SETTINGS });
-  const read = (preamble: string[]) => db.read({ preamble, sql: rewritten, maxRows: limits.maxRows, maxBytes: limits.maxResultBytes, direct: false });
-  const withRls = [`SET LOCAL ROLE ${DEMO_READER_ROLE}`, 'SET LOCAL search_path = pg_catalog', 'SET LOCAL enable_nestloop = off', ...settings];
-  const withoutRls = ['SET LOCAL search_path = pg_catalog', 'SET LOCAL enable_nestloop = off', ...settings];
-  // the same rows (as a set: ties under ORDER BY … LIMIT may come in either order)
-  const rowSet = async (preamble: string[]) => JSON.stringify((await read(preamble)).rows.map((r) => JSON.stringify(r)).sort());
-  const same = (await rowSet(withRls)) === (await rowSet(withoutRls));
-  await timeEachAsync(10, () => read(withRls));
-  await timeEachAsync(10, () => read(withoutRls));
-  const rls = median(await timeEachAsync(50, () => read(withRls)));
-  const bare = median(await timeEachAsync(50, () => read(withoutRls)));
-  await db.terminate();
-  await fs.rm(dataDir, { recursive: true, force: true });
+    // row security on and off, same statement, same engine
+    // as a demo worker runs: on the shared image, with the workers' settings
+    const db = await EmbeddedPostgres.start({ image: await unpackImage(await embeddedDemoImage(path.join(dataDir, 'rls'), catalogue.datasets)), settings: DEMO_WORKER_SETTINGS });
+    try {
+      const read = (preamble: string[]) => db.read({ preamble, sql: rewritten, maxRows: limits.maxRows, maxBytes: limits.maxResultBytes, direct: false });
+      const withRls = [`SET LOCAL ROLE ${DEMO_READER_ROLE}`, 'SET LOCAL search_path = pg_catalog', 'SET LOCAL enable_nestloop = off', ...settings];
+      const withoutRls = ['SET LOCAL search_path = pg_catalog', 'SET LOCAL enable_nestloop = off', ...settings];
+      // the same rows (as a set: ties under ORDER BY … LIMIT may come in either order)
+      const rowSet = async (preamble: string[]) => JSON.stringify((await read(preamble)).rows.map((r) => JSON.stringify(r)).sort());
+      const same = (await rowSet(withRls)) === (await rowSet(withoutRls));
+      await timeEachAsync(10, () => read(withRls));
+      await timeEachAsync(10, () => read(withoutRls));
+      const rls = median(await timeEachAsync(50, () => read(withRls)));
+      const bare = median(await timeEachAsync(50, () => read(withoutRls)));
+      return { paths, postgresSkipped: !storeDb, rls, bare, same };
+    } finally {
+      await db.terminate();
+    }
+  });
 
   const rows = [
     ['SQL policy: parse + check + rewrite (3-table join)', `${policyTime.toFixed(1)} µs median`, `${(policyTime / parseOnly).toFixed(2)}× a bare parse (${parseOnly.toFixed(1)} µs)`],
@@ -192,10 +196,10 @@ async function main(): Promise<void> {
     ],
     ...paths.flatMap(({ store, m }) => [
       [`Query path end to end, ${store} (in-process HTTP, embedded demo, 3-table join)`, `${ms(m.joinApi)} median`, `${(m.joinApi / m.joinDirect).toFixed(2)}× running the statement directly (${ms(m.joinDirect)}); overhead ${ms(m.joinApi - m.joinDirect)}`],
-      [`Query path overhead, ${store} (primary-key lookup, each text new)`, `${ms(m.lookupApi - m.lookupDirect)} median`, `${ms(m.lookupApi)} through the API against ${ms(m.lookupDirect)} running the statement directly`],
+      [`Query path overhead, ${store} (primary-key lookup, each text new)`, `${ms(m.lookupApi - m.lookupDirect)} between the medians`, `${ms(m.lookupApi)} through the API against ${ms(m.lookupDirect)} running the statement directly`],
     ]),
   ];
-  if (!storeDb) rows.push(['(PostgreSQL store skipped: no PostgreSQL answered at TEST_DATABASE_URL, or BENCH_STORES=embedded)', '', '']);
+  if (postgresSkipped) rows.push(['(PostgreSQL store skipped: no PostgreSQL answered at TEST_DATABASE_URL, or BENCH_STORES=embedded)', '', '']);
   process.stdout.write('| measurement | result | against the baseline |\n| --- | --- | --- |\n');
   for (const r of rows) process.stdout.write(`| ${r.join(' | ')} |\n`);
 }
