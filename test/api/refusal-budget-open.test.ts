@@ -15,7 +15,8 @@
 import t from 'tap';
 import { RefusalBudget } from '../../control-plane/http/rate-limit.js';
 import { countingPeeks, storeAround } from '../helpers/rate-buckets.js';
-import { embeddedStore } from '../helpers/server.js';
+import { twoReplicas } from '../helpers/replicas.js';
+import { api, embeddedStore, openConnection, realPostgresAvailable, signupAgent } from '../helpers/server.js';
 
 /** whether `keyId`'s next query is let through (true) or answered 429 (false) */
 async function admitted(budget: RefusalBudget, keyId: string): Promise<boolean> {
@@ -119,3 +120,23 @@ t.test('one query at a time still asks the store once a moment; one arriving bes
   again();
   next();
 });
+
+if (!(await realPostgresAvailable())) {
+  t.skip('two replicas on one PostgreSQL store, refused statements sent together: no PostgreSQL answers at TEST_DATABASE_URL', () => undefined);
+} else {
+  t.test('two replicas on one PostgreSQL store: refused statements sent together to the other replica', async (t) => {
+    const { a, b } = await twoReplicas(t, 'svc_test_refusal_open', {}, { SVC_REFUSED_STATEMENTS_PER_MINUTE: '4' }); // a burst of 2
+    const agent = await signupAgent(a.url, 'Refusals');
+    const conn = await openConnection(a.url, agent.key, 'demo-healthcare', ['read:patients']);
+    const query = (url: string, sql: string) => api<{ error?: { code: string } }>(url, 'POST', `/v1/connections/${conn}/query`, { key: agent.key, body: { sql } });
+    t.equal((await query(a.url, 'SELECT patient_id FROM patients LIMIT 1')).status, 200, 'replica A finds the budget open');
+    const spent = [];
+    for (let i = 0; i < 3; i++) spent.push((await query(b.url, 'SELECT * FROM secrets')).status);
+    t.same(spent, [403, 403, 429], 'the key spends its budget through replica B');
+    // (before the review two to ten of them were parsed, as they arrived before the first was refused)
+    const together = await Promise.all(Array.from({ length: 10 }, () => query(a.url, 'SELECT * FROM secrets')));
+    const parsed = together.filter((r) => r.status === 403).length;
+    t.ok(parsed <= 1, `at most one more refused statement parsed on A, the rest 429: ${together.map((r) => r.status).join(' ')}`);
+    t.ok(together.every((r) => r.status === 403 || r.status === 429), 'nothing but 403 and 429');
+  });
+}

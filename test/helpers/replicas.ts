@@ -8,10 +8,11 @@ import type { Limits } from '../../control-plane/config.js';
 import { freshDatabase, startServer, type TestServer } from './server.js';
 import type { TapTest } from './tap.js';
 
-export async function twoReplicas(t: TapTest, prefix: string, limits: Partial<Limits>): Promise<{ a: TestServer; b: TestServer; watcher: pg.Client }> {
+/** `env`: settings of both replicas (as in startServer) */
+export async function twoReplicas(t: TapTest, prefix: string, limits: Partial<Limits>, env: Record<string, string> = {}): Promise<{ a: TestServer; b: TestServer; watcher: pg.Client }> {
   const db = await freshDatabase(prefix);
-  const a = await startServer({ databaseUrl: db.url, demo: 'eager', limits });
-  const b = await startServer({ databaseUrl: db.url, demo: 'eager', limits });
+  const a = await startServer({ databaseUrl: db.url, demo: 'eager', limits, env });
+  const b = await startServer({ databaseUrl: db.url, demo: 'eager', limits, env });
   const watcher = new pg.Client({ connectionString: db.url });
   await watcher.connect();
   t.teardown(async () => {
