@@ -22,8 +22,10 @@ export class TokenBuckets {
   /** Take one token for `key`; returns 0 when allowed, else the seconds to wait. */
   take(key: string, now = Date.now()): number {
     const b = this.buckets.get(key) ?? { tokens: this.burst, at: now };
-    b.tokens = Math.min(this.burst, b.tokens + (now - b.at) * this.ratePerMs);
-    b.at = now;
+    // a clock stepped back credits nothing and takes nothing (it drove the bucket far below zero:
+    // the key refused for as long as the step); its time never moves back either
+    b.tokens = Math.min(this.burst, b.tokens + Math.max(0, now - b.at) * this.ratePerMs);
+    b.at = Math.max(b.at, now);
     if (this.buckets.size > 100_000) this.sweep(now);
     if (b.tokens >= 1) {
       b.tokens -= 1;
@@ -38,13 +40,13 @@ export class TokenBuckets {
   wait(key: string, now = Date.now()): number {
     const b = this.buckets.get(key);
     if (!b) return 0;
-    const tokens = Math.min(this.burst, b.tokens + (now - b.at) * this.ratePerMs);
+    const tokens = Math.min(this.burst, b.tokens + Math.max(0, now - b.at) * this.ratePerMs);
     return tokens >= 1 ? 0 : Math.max(1, Math.ceil((1 - tokens) / this.ratePerMs / 1000));
   }
 
   /** Forget buckets that have refilled completely. */
   private sweep(now: number): void {
-    for (const [k, b] of this.buckets) if (b.tokens + (now - b.at) * this.ratePerMs >= this.burst) this.buckets.delete(k);
+    for (const [k, b] of this.buckets) if (b.tokens + Math.max(0, now - b.at) * this.ratePerMs >= this.burst) this.buckets.delete(k);
   }
 }
 
@@ -262,17 +264,17 @@ export function registerRateLimits(app: FastifyInstance, limits: RateLimits, sto
 }
 
 /**
- * Refused statements (`invalid_sql`, `scope_violation`) cost the service a parse and a check but
- * nothing else, so each agent key has a budget of them: `perMinute` a minute with a burst of
- * half that. Over it, the key's queries are answered `429 rate_limited` before any parsing until
- * the budget refills. 0 disables.
- */
-/**
  * How long a key's refusal budget, found open on a PostgreSQL store, is taken as open without
  * asking the store again (each query checks it before parsing; see {@link StoreBuckets}).
  */
 export const REFUSALS_OPEN_MS = 1000;
 
+/**
+ * Refused statements (`invalid_sql`, `scope_violation`) cost the service a parse and a check but
+ * nothing else, so each agent key has a budget of them: `perMinute` a minute with a burst of
+ * half that. Over it, the key's queries are answered `429 rate_limited` before any parsing until
+ * the budget refills. 0 disables.
+ */
 export class RefusalBudget {
   private readonly buckets: RateBuckets | undefined;
 

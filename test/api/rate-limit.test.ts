@@ -12,6 +12,20 @@ t.test('token buckets allow the burst, then refill at the rate', async (t) => {
   t.ok(b.take('k', now + 500) > 0);
 });
 
+t.test('a clock stepped back neither refuses a key for the length of the step nor credits time twice', async (t) => {
+  // review: the in-memory buckets (embedded store) added (now - at) × rate even when negative: an
+  // hour's step back took 7,200 tokens at 2/s, and the key was refused for about that hour
+  const b = new TokenBuckets(2, 4);
+  const now = 10_000_000;
+  t.equal(b.take('k', now), 0);
+  t.equal(b.take('k', now - 3_600_000), 0, 'a take an hour "earlier" is allowed: nothing was taken by the step');
+  t.equal(b.wait('k', now - 3_600_000), 0, 'and a wait says so');
+  t.equal(b.take('k', now), 0, 'back at the first time: the bucket is where the two takes left it');
+  t.equal(b.take('k', now), 0);
+  t.ok(b.take('k', now) > 0, 'the burst of four is spent: the step back credited no time');
+  t.equal(b.take('k', now + 500), 0, 'and refills at the rate from the latest time seen');
+});
+
 t.test('an agent over its limit gets 429 rate_limited with Retry-After; others are unaffected', async (t) => {
   const srv = await startServer({ env: { SVC_RATE_LIMIT: '5', SVC_SIGNUP_RATE_LIMIT: '3' } });
   t.teardown(() => srv.close());
