@@ -69,7 +69,15 @@ export function trialWaitingOrgs(): number {
   return trialWaiters.size;
 }
 
+/**
+ * Trial holds released in this process so far (any organization's): a reservation that the store
+ * answered 'held' asks again at once if one was released while it asked, instead of waiting for a
+ * wake-up that came before it waited (up to a second).
+ */
+let trialReleases = 0;
+
 function trialReleased(orgId: string): void {
+  trialReleases++;
   const waiting = trialWaiters.get(orgId);
   if (!waiting) return;
   trialWaiters.delete(orgId);
@@ -180,6 +188,7 @@ export async function reserve(store: Store, orgId: string, maxResultBytes: numbe
   const waitUntil = Date.now() + (opts.waitMs ?? 0);
   for (;;) {
     const mayWait = Date.now() < waitUntil;
+    const releasesBefore = trialReleases;
     const [r] = await store.query<{ o_outcome: string; o_grant: number | bigint | null; o_paying: boolean | null; o_wallet: number | bigint | null }>(
       'SELECT o_outcome, o_grant, o_paying, o_wallet FROM svc_reserve($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)',
       [
@@ -212,7 +221,8 @@ export async function reserve(store: Store, orgId: string, maxResultBytes: numbe
       case 'key_revoked':
         throw new ReserveRefused('key');
       case 'held':
-        await trialRelease(orgId, Math.min(1000, Math.max(1, waitUntil - Date.now())));
+        // (a hold released while the store answered: its wake-up came before this waited)
+        if (trialReleases === releasesBefore) await trialRelease(orgId, Math.min(1000, Math.max(1, waitUntil - Date.now())));
         continue;
       case 'trial_held':
         throw new ApiError(

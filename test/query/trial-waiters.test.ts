@@ -2,11 +2,14 @@
  * A trial query that waits for its organization's trial egress holds waits in this process's
  * wake-up list; once every waiter has stopped waiting (its wait ran out: the hold was released on
  * another replica, or never), the organization leaves the list. It stayed there, an empty entry
- * per organization that ever waited, for as long as the process ran.
+ * per organization that ever waited, for as long as the process ran. And a release that comes
+ * while the store answers "held" is not missed.
  */
 import t from 'tap';
-import { reserve, trialWaitingOrgs } from '../../control-plane/billing/index.js';
-import { openStore } from '../../control-plane/store/index.js';
+import { PendingEvent } from '../../control-plane/audit/index.js';
+import { reserve, settleQuery, TRIAL, trialWaitingOrgs } from '../../control-plane/billing/index.js';
+import { openStore, type Store } from '../../control-plane/store/index.js';
+import type { QueryOptions, Row } from '../../control-plane/store/types.js';
 import { storeTemplate, tempDir } from '../helpers/server.js';
 import { orgAndConnection } from '../helpers/store-rows.js';
 
@@ -22,4 +25,35 @@ t.test('an organization whose trial waiters all stopped waiting is not kept', as
   t.equal(trialWaitingOrgs(), before + 2, 'both organizations wait while their holds stand');
   t.same(await Promise.all(waits), ['rate_limited', 'rate_limited', 'rate_limited', 'rate_limited'], 'no hold was released before the deadline: 429, nothing reserved');
   t.equal(trialWaitingOrgs(), before, 'once none waits, neither organization is kept');
+});
+
+t.test('a hold released while the store answered "held" is not waited for', async (t) => {
+  // review: the release's wake-up came before the reservation waited for it, so it waited for its
+  // timer (up to a second) with the trial egress free
+  const store = await openStore({ databaseUrl: undefined, dataDir: await tempDir(), template: await storeTemplate() });
+  t.teardown(() => store.close());
+  const { orgId, connectionId } = await orgAndConnection(store);
+  const M = 1_000_000;
+  // a running trial query holds all of the trial's egress that a query of M bytes could take
+  const running = await reserve(store, orgId, TRIAL.egressBytes + M, { connectionId });
+  t.equal(running.payer, 'trial');
+  let released = false;
+  const releasing: Store = {
+    ...store,
+    query: async <T extends object = Row>(text: string, params?: readonly unknown[], o?: QueryOptions): Promise<T[]> => {
+      const rows = await store.query<T>(text, params, o);
+      if (!released && text.includes('svc_reserve') && (rows[0] as { o_outcome?: string } | undefined)?.o_outcome === 'held') {
+        released = true; // the running query ends (its hold given back) just as the store answers
+        const event = new PendingEvent(connectionId, { type: 'query', outcome: 'error' });
+        t.equal((await settleQuery(store, { mode: 'refund', reservation: running, bytes: 0, connectionId, check: undefined, count: false, event })).outcome, 'ok');
+      }
+      return rows;
+    },
+  };
+  const outcome = await Promise.race([
+    reserve(releasing, orgId, M, { waitMs: 5000, connectionId }).then((r) => `reserved (${r.payer})`),
+    new Promise((r) => setTimeout(() => r('still waiting after 600 ms'), 600)),
+  ]);
+  t.ok(released, 'the store answered "held" first');
+  t.equal(outcome, 'reserved (trial)', 'asked again at once, not after its one-second wait');
 });
