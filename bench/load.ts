@@ -24,7 +24,6 @@
  */
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
 import mysql from 'mysql2/promise';
@@ -33,6 +32,7 @@ import { buildApp } from '../control-plane/app.js';
 import { loadConfig } from '../control-plane/config.js';
 import { customerDatabase, type CustomerDatabase } from './customer-db.js';
 import { benchDatabase } from './store-db.js';
+import { inTempDir } from './temp-dir.js';
 import { startRelay, type RelayProcess } from './relay-process.js';
 
 const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 5);
@@ -88,8 +88,12 @@ async function rssMb(): Promise<number> {
  * One control plane on `databaseUrl`'s store (undefined: the embedded default), loaded row by
  * row; with `demoDatabaseUrl`, its demo datasets are in that PostgreSQL (SVC_DEMO_DATABASE_URL).
  */
-async function runOn(store: string, databaseUrl: string | undefined, customer: CustomerDatabase | undefined, relayDb: CustomerDatabase | undefined, mysqlDb: string | undefined, demoDatabaseUrl?: string): Promise<StoreRun> {
-  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'svc-bench-load-'));
+function runOn(store: string, databaseUrl: string | undefined, customer: CustomerDatabase | undefined, relayDb: CustomerDatabase | undefined, mysqlDb: string | undefined, demoDatabaseUrl?: string): Promise<StoreRun> {
+  // its working directory goes whether the run ends or fails
+  return inTempDir('svc-bench-load-', (dataDir) => runIn(dataDir, store, databaseUrl, customer, relayDb, mysqlDb, demoDatabaseUrl));
+}
+
+async function runIn(dataDir: string, store: string, databaseUrl: string | undefined, customer: CustomerDatabase | undefined, relayDb: CustomerDatabase | undefined, mysqlDb: string | undefined, demoDatabaseUrl?: string): Promise<StoreRun> {
   const masterKey = randomBytes(32).toString('hex'); // shared by a second replica on a PostgreSQL store
   const config = loadConfig({
     SVC_MASTER_KEY: masterKey,
@@ -162,7 +166,8 @@ async function runOn(store: string, databaseUrl: string | undefined, customer: C
   if (relayConn) rows.push(await load('postgres-relay primary-key lookup (distinct texts)', base, { method: 'POST', path: `/v1/connections/${relayConn}/query`, key, body: itemSql }));
   if (relayConn && databaseUrl) {
     // a second replica on the same store, without the relay's tunnel: it forwards each query to this one
-    const otherDir = await fs.mkdtemp(path.join(os.tmpdir(), 'svc-bench-load-'));
+    const otherDir = path.join(dataDir, 'replica-2');
+    await fs.mkdir(otherDir);
     const other = await buildApp({ ...config, dataDir: otherDir }, { demo: 'lazy' });
     await other.app.listen({ host: '127.0.0.1', port: 0 });
     const otherAddr = other.app.server.address();
@@ -170,12 +175,10 @@ async function runOn(store: string, databaseUrl: string | undefined, customer: C
       rows.push(await load('postgres-relay, through a replica without the tunnel (forwarded)', `http://127.0.0.1:${otherAddr.port}`, { method: 'POST', path: `/v1/connections/${relayConn}/query`, key, body: itemSql }));
     }
     await other.app.close();
-    await fs.rm(otherDir, { recursive: true, force: true });
   }
   if (mysqlConn) rows.push(await load('mysql primary-key lookup (distinct texts)', base, { method: 'POST', path: `/v1/connections/${mysqlConn}/query`, key, body: itemSql }));
   await relay?.stop();
   await svc.app.close();
-  await fs.rm(dataDir, { recursive: true, force: true });
   return { store, rows, postgresSkipped: !pgConn, rssReadyMb, rssLoadedMb };
 }
 
