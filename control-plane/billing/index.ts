@@ -70,14 +70,18 @@ export function trialWaitingOrgs(): number {
 }
 
 /**
- * Trial holds released in this process so far (any organization's): a reservation that the store
- * answered 'held' asks again at once if one was released while it asked, instead of waiting for a
- * wake-up that came before it waited (up to a second).
+ * Organizations whose trial reservations are asking the store now: how many ask, and their trial
+ * holds released in this process meanwhile. A reservation that the store answered 'held' asks
+ * again at once if one of its organization's holds was released while it asked, instead of
+ * waiting for a wake-up that came before it waited (up to a second). Per organization: a count of
+ * every organization's releases sent a waiting reservation back to the store in a loop under other
+ * organizations' trial traffic. An entry goes when its last reservation has its answer.
  */
-let trialReleases = 0;
+const trialAsking = new Map<string, { askers: number; releases: number }>();
 
 function trialReleased(orgId: string): void {
-  trialReleases++;
+  const asking = trialAsking.get(orgId);
+  if (asking) asking.releases++;
   const waiting = trialWaiters.get(orgId);
   if (!waiting) return;
   trialWaiters.delete(orgId);
@@ -182,33 +186,51 @@ export interface ReserveOptions {
   readonly keyId?: string | undefined;
 }
 
+/** svc_reserve's answer */
+interface ReserveAnswer {
+  readonly o_outcome: string;
+  readonly o_grant: number | bigint | null;
+  readonly o_paying: boolean | null;
+  readonly o_wallet: number | bigint | null;
+}
+
 export async function reserve(store: Store, orgId: string, maxResultBytes: number, opts: ReserveOptions = {}): Promise<Reservation> {
   const id = newReservationId();
   const hold = queryCostNc(maxResultBytes);
   const waitUntil = Date.now() + (opts.waitMs ?? 0);
   for (;;) {
     const mayWait = Date.now() < waitUntil;
-    const releasesBefore = trialReleases;
-    const [r] = await store.query<{ o_outcome: string; o_grant: number | bigint | null; o_paying: boolean | null; o_wallet: number | bigint | null }>(
-      'SELECT o_outcome, o_grant, o_paying, o_wallet FROM svc_reserve($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)',
-      [
-        id,
-        orgId,
-        new Date().toISOString(),
-        maxResultBytes,
-        mayWait,
-        TRIAL.queries,
-        TRIAL.egressBytes,
-        TRIAL.creditNc,
-        QUERY_PRICE_NC,
-        TRIAL_EGRESS_SHARE,
-        hold,
-        WALLET_MAX_CENTS * NC_PER_CENT,
-        opts.connectionId ?? null,
-        opts.keyId ?? null,
-      ],
-      { prepared: true },
-    );
+    let asking = trialAsking.get(orgId);
+    if (!asking) trialAsking.set(orgId, (asking = { askers: 0, releases: 0 }));
+    asking.askers++;
+    const releasesBefore = asking.releases;
+    let r: ReserveAnswer | undefined;
+    let releasedMeanwhile: boolean;
+    try {
+      [r] = await store.query<ReserveAnswer>(
+        'SELECT o_outcome, o_grant, o_paying, o_wallet FROM svc_reserve($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)',
+        [
+          id,
+          orgId,
+          new Date().toISOString(),
+          maxResultBytes,
+          mayWait,
+          TRIAL.queries,
+          TRIAL.egressBytes,
+          TRIAL.creditNc,
+          QUERY_PRICE_NC,
+          TRIAL_EGRESS_SHARE,
+          hold,
+          WALLET_MAX_CENTS * NC_PER_CENT,
+          opts.connectionId ?? null,
+          opts.keyId ?? null,
+        ],
+        { prepared: true },
+      );
+    } finally {
+      releasedMeanwhile = asking.releases !== releasesBefore;
+      if (--asking.askers === 0) trialAsking.delete(orgId);
+    }
     switch (r?.o_outcome) {
       case 'trial': {
         const grant = Number(r.o_grant);
@@ -222,7 +244,7 @@ export async function reserve(store: Store, orgId: string, maxResultBytes: numbe
         throw new ReserveRefused('key');
       case 'held':
         // (a hold released while the store answered: its wake-up came before this waited)
-        if (trialReleases === releasesBefore) await trialRelease(orgId, Math.min(1000, Math.max(1, waitUntil - Date.now())));
+        if (!releasedMeanwhile) await trialRelease(orgId, Math.min(1000, Math.max(1, waitUntil - Date.now())));
         continue;
       case 'trial_held':
         throw new ApiError(
