@@ -9,6 +9,13 @@ import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../errors.js';
 import type { Store } from '../store/index.js';
 
+/**
+ * In-memory token buckets. Their times are on `now`, by default performance.now(): a clock that
+ * only moves forward (on the wall clock, a step back credited nothing until the clock passed the
+ * buckets' times again: a key that spent its burst was refused for the length of the step). A
+ * caller passing its own times should pass them from such a clock too; one stepped back credits
+ * and takes nothing.
+ */
 export class TokenBuckets {
   private readonly buckets = new Map<string, { tokens: number; at: number }>();
   private readonly ratePerMs: number;
@@ -20,10 +27,10 @@ export class TokenBuckets {
   }
 
   /** Take one token for `key`; returns 0 when allowed, else the seconds to wait. */
-  take(key: string, now = Date.now()): number {
+  take(key: string, now = performance.now()): number {
     const b = this.buckets.get(key) ?? { tokens: this.burst, at: now };
-    // a clock stepped back credits nothing and takes nothing (it drove the bucket far below zero:
-    // the key refused for as long as the step); its time never moves back either
+    // a time before the bucket's credits nothing and takes nothing (a negative interval drove the
+    // bucket far below zero: the key refused for as long as the step); its time never moves back either
     b.tokens = Math.min(this.burst, b.tokens + Math.max(0, now - b.at) * this.ratePerMs);
     b.at = Math.max(b.at, now);
     if (this.buckets.size > 100_000) this.sweep(now);
@@ -37,7 +44,7 @@ export class TokenBuckets {
   }
 
   /** The seconds `key` must wait for a token (0 when one is there), without taking it. */
-  wait(key: string, now = Date.now()): number {
+  wait(key: string, now = performance.now()): number {
     const b = this.buckets.get(key);
     if (!b) return 0;
     const tokens = Math.min(this.burst, b.tokens + Math.max(0, now - b.at) * this.ratePerMs);

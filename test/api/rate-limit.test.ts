@@ -26,6 +26,23 @@ t.test('a clock stepped back neither refuses a key for the length of the step no
   t.equal(b.take('k', now + 500), 0, 'and refills at the rate from the latest time seen');
 });
 
+t.test('a wall clock stepped back and left there does not stop a bucket refilling', async (t) => {
+  // review of 8ef84f0: a step back credited nothing until the clock passed the bucket's time again,
+  // so a key that spent its burst after an hour's step back was refused for that hour (Retry-After
+  // saying a second); the buckets' own clock only moves forward now
+  const b = new TokenBuckets(1000, 1); // a token a millisecond, a burst of one
+  const wall = Date.now.bind(Date);
+  let offset = 0;
+  Date.now = () => wall() - offset;
+  t.teardown(() => {
+    Date.now = wall;
+  });
+  t.equal(b.take('k'), 0, 'the burst');
+  offset = 3_600_000; // the clock is set back an hour, and runs on from there
+  await new Promise((r) => setTimeout(r, 20));
+  t.equal(b.take('k'), 0, 'a token refilled since (20 ms at 1,000 a second)');
+});
+
 t.test('an agent over its limit gets 429 rate_limited with Retry-After; others are unaffected', async (t) => {
   const srv = await startServer({ env: { SVC_RATE_LIMIT: '5', SVC_SIGNUP_RATE_LIMIT: '3' } });
   t.teardown(() => srv.close());
