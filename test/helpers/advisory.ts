@@ -9,8 +9,15 @@
 import type pg from 'pg';
 import { PLACE_SPACE_SIZE } from '../../control-plane/demo/query.js';
 
-/** advisory locks of this database in the two-int4 form whose second key is in [space, space + PLACE_SPACE_SIZE) */
-const PLACES = `FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND objsubid = 2 AND objid::bigint >= $1 AND objid::bigint < $1 + ${PLACE_SPACE_SIZE}`;
+/**
+ * first keys of the store's other two-int4 advisory locks (webhooks/claims.ts: a claim and a mock
+ * event count per organization, whose second key, a hash of the organization, can fall in a
+ * place space)
+ */
+const OTHER_LOCKS = [7361002, 7361003];
+
+/** advisory locks of this database in the two-int4 form whose second key is in [space, space + PLACE_SPACE_SIZE), but the store's other ones */
+const PLACES = `FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND objsubid = 2 AND objid::bigint >= $1 AND objid::bigint < $1 + ${PLACE_SPACE_SIZE} AND classid::bigint NOT IN (${OTHER_LOCKS.join(', ')})`;
 
 /** places held now */
 export async function placesHeld(client: pg.Client, space: number): Promise<number> {
