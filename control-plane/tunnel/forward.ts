@@ -56,9 +56,12 @@ export const FORWARD_CONNECT_MS = 5000;
  */
 export const FORWARD_HEARTBEAT_MS = 1000;
 
-/** how long a holder that said it beats every `heartbeatMs` may be silent before it is given up */
+/**
+ * how long a holder that said it beats every `heartbeatMs` may be silent before it is given up
+ * (at most 5 minutes: a larger wait would overflow the timer, which then fires at once)
+ */
 export function silentAfterMs(heartbeatMs: number): number {
-  return Math.max(1000, heartbeatMs * 5);
+  return Math.min(300_000, Math.max(1000, heartbeatMs * 5));
 }
 
 function unavailable(relayId: string, why: string): ApiError {

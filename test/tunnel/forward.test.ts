@@ -143,3 +143,10 @@ t.test('a holder that beats is waited for past the silence bound, and its answer
   const rows = await h.run();
   t.same(rows.rows, [{ one: 1 }], 'answered after twice the silence bound: the beats kept it');
 });
+
+t.test("a holder's heartbeat is waited for within a timer's range, whatever it says", async (t) => {
+  // review: a holder saying x-svc-heartbeat-ms: 1e12 overflowed the timer, which fired at once
+  t.equal(silentAfterMs(1000), 5000, 'five beats');
+  t.equal(silentAfterMs(1), 1000, 'at least a second');
+  t.equal(silentAfterMs(1e12), 300_000, 'at most five minutes');
+});
