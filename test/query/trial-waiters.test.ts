@@ -21,8 +21,9 @@ t.test('an organization whose trial waiters all stopped waiting is not kept', as
   const orgs = [await orgAndConnection(store), await orgAndConnection(store)];
   // other running trial queries hold all of each organization's trial egress
   for (const { orgId } of orgs) await store.query('UPDATE orgs SET trial_egress_held = 1000000000000 WHERE id = $1', [orgId]);
-  const waits = orgs.flatMap(({ orgId, connectionId }) => [1, 2].map(() => reserve(store, orgId, 1_000_000, { waitMs: 150, connectionId }).then(() => 'reserved', (err: { code?: string }) => err.code)));
-  await new Promise((r) => setTimeout(r, 60));
+  const waits = orgs.flatMap(({ orgId, connectionId }) => [1, 2].map(() => reserve(store, orgId, 1_000_000, { waitMs: 3000, connectionId }).then(() => 'reserved', (err: { code?: string }) => err.code)));
+  // (the store's first answers may take a while on a loaded machine: looked at until both wait)
+  for (let i = 0; i < 120 && trialWaitingOrgs() < before + 2; i++) await new Promise((r) => setTimeout(r, 20));
   t.equal(trialWaitingOrgs(), before + 2, 'both organizations wait while their holds stand');
   t.same(await Promise.all(waits), ['rate_limited', 'rate_limited', 'rate_limited', 'rate_limited'], 'no hold was released before the deadline: 429, nothing reserved');
   t.equal(trialWaitingOrgs(), before, 'once none waits, neither organization is kept');
