@@ -97,10 +97,15 @@ class MemoryBuckets implements RateBuckets {
 // less than it was if the clock stepped back): $2 burst, $3 tokens per second. `at` never moves
 // backwards: a statement queued on the row lock carries the now() of its start, older than the
 // `at` a later-started one wrote, and writing it back would credit the same time twice
-// (review: 3-4x the budget through with 40 connections on one key)
-const REFILLED = 'LEAST($2::float8, b.tokens + GREATEST(0, EXTRACT(EPOCH FROM now() - b.at))::float8 * $3::float8)';
+// (review: 3-4x the budget through with 40 connections on one key). A time more than a minute
+// ahead of now() cannot be such a statement's (the store's statements time out after 30 s): the
+// server's clock stepped back, the bucket is taken as full and its time set to now(); left as it
+// was, it refilled nothing until the clock caught up again (a key kept out for the step's length)
+const STEPPED_BACK = "b.at > now() + interval '60 seconds'";
+const REFILLED = `CASE WHEN ${STEPPED_BACK} THEN $2::float8 ELSE LEAST($2::float8, b.tokens + GREATEST(0, EXTRACT(EPOCH FROM now() - b.at))::float8 * $3::float8) END`;
+const AT_AFTER_TAKE = `CASE WHEN ${STEPPED_BACK} THEN now() ELSE GREATEST(b.at, now()) END`;
 const TAKE = `INSERT INTO rate_buckets AS b (key, tokens, at, ok) VALUES ($1, $2::float8 - 1, now(), true)
-  ON CONFLICT (key) DO UPDATE SET ok = ${REFILLED} >= 1, tokens = ${REFILLED} - CASE WHEN ${REFILLED} >= 1 THEN 1 ELSE 0 END, at = GREATEST(b.at, now())
+  ON CONFLICT (key) DO UPDATE SET ok = ${REFILLED} >= 1, tokens = ${REFILLED} - CASE WHEN ${REFILLED} >= 1 THEN 1 ELSE 0 END, at = ${AT_AFTER_TAKE}
   RETURNING ok, tokens`;
 /** @internal the take statement ($1 key, $2 burst, $3 tokens a second), for tests that run it inside their own transaction */
 export const TAKE_FOR_TEST = TAKE;

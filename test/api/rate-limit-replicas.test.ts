@@ -32,6 +32,22 @@ t.test('the bucket statement: burst, refill, wait, per key, sweep', async (t) =>
   t.same((await store.query<{ key: string }>('SELECT key FROM rate_buckets')).map((r) => r.key), ['test:k'], 'a bucket idle past the sweep age is removed; a recent one stays');
 });
 
+t.test("a bucket whose time is ahead of the server's clock (the clock stepped back) is taken as full, not kept out", async (t) => {
+  // review: `at` never moves back, so after the store server's clock stepped back an hour a bucket
+  // refilled nothing for that hour: a key that had spent its burst was refused all that time
+  const store = await embeddedStore(t);
+  const b = new StoreBuckets(store, 'step', 1 / 60, 2); // a burst of 2, one token a minute
+  t.equal(await b.take('k'), 0);
+  t.equal(await b.take('k'), 0, 'the burst, spent');
+  await store.query("UPDATE rate_buckets SET at = at + interval '1 hour' WHERE key = 'step:k'"); // as after the step back
+  t.equal(await b.wait('k'), 0, 'a look finds it full');
+  t.equal(await b.take('k'), 0, 'a take passes');
+  const [row] = await store.query<{ ahead: boolean }>("SELECT at > now() + interval '1 minute' AS ahead FROM rate_buckets WHERE key = 'step:k'");
+  t.equal(row?.ahead, false, "and sets the bucket's time to the server's clock");
+  t.equal(await b.take('k'), 0);
+  t.ok((await b.take('k')) >= 1, 'from there the burst is spent and refilled as usual');
+});
+
 t.test('a key refused again at once is told the wait the store gave, not one second', async (t) => {
   // walk-through: on a PostgreSQL store the second and later 429s of a signup flood said
   // `Retry-After: 1` (the life of the in-process refusal cache) where the first said 30
