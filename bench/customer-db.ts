@@ -152,6 +152,16 @@ async function onPglite(): Promise<CustomerDatabase> {
 }
 
 /**
+ * A fresh database on the real PostgreSQL at `baseUrl` (default TEST_DATABASE_URL), or undefined
+ * when none answers there: a bench's control-plane store or demo datasets, which need a real
+ * server (never PGlite).
+ */
+export async function postgresDatabase(prefix: string, baseUrl = DEFAULT_CUSTOMER_DATABASE_URL): Promise<CustomerDatabase | undefined> {
+  const max = await probe(baseUrl);
+  return max === null ? undefined : onPostgres(baseUrl, prefix, max);
+}
+
+/**
  * A fresh customer database: on the real PostgreSQL at `baseUrl` when it answers (and PGlite is
  * not forced), otherwise an embedded PGlite over the wire. `prefix` names the PostgreSQL database.
  */

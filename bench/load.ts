@@ -30,8 +30,7 @@ import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { buildApp } from '../control-plane/app.js';
 import { loadConfig } from '../control-plane/config.js';
-import { customerDatabase, type CustomerDatabase } from './customer-db.js';
-import { benchDatabase } from './store-db.js';
+import { customerDatabase, postgresDatabase, type CustomerDatabase } from './customer-db.js';
 import { inTempDir } from './temp-dir.js';
 import { startRelay, type RelayProcess } from './relay-process.js';
 
@@ -223,10 +222,10 @@ async function main(): Promise<void> {
   }
   const my = await mysqlDatabase().catch(() => undefined);
   const runs: StoreRun[] = [];
-  let storeDb: Awaited<ReturnType<typeof benchDatabase>>;
+  let storeDb: Awaited<ReturnType<typeof postgresDatabase>>;
   try {
     runs.push(await runOn('embedded', undefined, customer, customer, my?.name));
-    storeDb = process.env['BENCH_STORES'] === 'embedded' ? undefined : await benchDatabase('store');
+    storeDb = process.env['BENCH_STORES'] === 'embedded' ? undefined : await postgresDatabase('svc_bench_store');
     if (storeDb) {
       try {
         // the customer database lives on the same server as this store, and the control plane refuses
@@ -238,8 +237,8 @@ async function main(): Promise<void> {
       }
       // the second configuration: a PostgreSQL store and the demo datasets in a PostgreSQL
       // (SVC_DEMO_DATABASE_URL) instead of the embedded demo workers
-      const store2 = await benchDatabase('store2');
-      const demoDb = await benchDatabase('demo');
+      const store2 = await postgresDatabase('svc_bench_store2');
+      const demoDb = await postgresDatabase('svc_bench_demo');
       try {
         if (store2 && demoDb) runs.push(await runOn('PostgreSQL, demo in PostgreSQL', store2.url, undefined, undefined, undefined, demoDb.url));
       } finally {

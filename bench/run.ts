@@ -25,7 +25,7 @@ import { unpackImage } from '../control-plane/embedded/image-fs.js';
 import { EmbeddedPostgres } from '../control-plane/embedded/index.js';
 import { checkAndRewrite, initSqlParser } from '../control-plane/query/sql/index.js';
 import { CheckCache } from '../control-plane/query/sql/check-cache.js';
-import { benchDatabase } from './store-db.js';
+import { postgresDatabase } from './customer-db.js';
 import { inTempDir } from './temp-dir.js';
 
 function median(xs: number[]): number {
@@ -157,7 +157,7 @@ async function main(): Promise<void> {
   // its directory (stores, demo images) goes when it ends, failed or not
   const { paths, postgresSkipped, rls, bare, same } = await inTempDir('svc-bench-', async (dataDir) => {
     const paths: { store: string; m: PathTimes }[] = [{ store: 'embedded store', m: await queryPath(path.join(dataDir, 'embedded')) }];
-    const storeDb = process.env['BENCH_STORES'] === 'embedded' ? undefined : await benchDatabase('run');
+    const storeDb = process.env['BENCH_STORES'] === 'embedded' ? undefined : await postgresDatabase('svc_bench_run');
     if (storeDb) {
       try {
         paths.push({ store: 'PostgreSQL store', m: await queryPath(path.join(dataDir, 'postgres'), storeDb.url) });
