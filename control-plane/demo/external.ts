@@ -10,7 +10,7 @@ import pg from 'pg';
 import { classifyPgError, GuardedPgClient, type ReadFailure } from '../../pg-read/index.js';
 import type { ReadQueryResult } from '../results/index.js';
 import { oversizeError, readCollected, type CollectedOutcome } from '../live/postgres-read.js';
-import { admitted, DemoQueryError, perTenant, placeKeys, preamble, tenantKey, type DemoEngine, type DemoEngineOptions, type DemoQuery } from './query.js';
+import { admitted, DemoQueryError, perTenant, placeKeys, preamble, tenantDigest, tenantKey, type DemoEngine, type DemoEngineOptions, type DemoQuery } from './query.js';
 import { FairGate, type GateAdmissions } from './gate.js';
 import { demoFingerprint, loadScript } from './load.js';
 import type { DatasetDef } from './types.js';
@@ -45,7 +45,7 @@ const SLOT_RETRY_MS = 50;
  * replicas than through one.
  */
 function slotQuery(q: DemoQuery, perTenantSlots: number, trialSlots: number): string {
-  const tenant = placeKeys(tenantKey(q), TENANT_SPACE);
+  const tenant = placeKeys(tenantDigest(tenantKey(q)), TENANT_SPACE);
   const tenantSlots = q.trial ? Math.max(1, Math.floor(trialSlots / 2)) : perTenantSlots;
   const take = (key1: number, key2: number, n: number): string =>
     `(SELECT s FROM generate_series(0, ${Math.min(64, Math.max(1, n)) - 1}) s WHERE pg_try_advisory_xact_lock(${key1}, ${key2} + s) LIMIT 1)`;

@@ -80,16 +80,20 @@ export function tenantKey(q: DemoQuery): string {
  */
 export const PLACE_SPACE_SIZE = 1 << 22;
 
+/** The digest of a sender's name (tenantKey) its places are keyed by (and a hold is named by, shares.ts). */
+export function tenantDigest(tenant: string): Buffer {
+  return createHash('sha256').update(tenant).digest();
+}
+
 /**
- * The advisory-lock keys of `tenant`'s places in `space` (a multiple of {@link PLACE_SPACE_SIZE}):
- * place `s` (0…63) is `(key1, key2 + s)`. 48 bits of a digest of the sender's name tell senders
- * apart (32 in the first key, 16 in the second): two organizations share places only if those 48
- * bits agree (about one chance in 56,000 among 100,000 organizations; 32 bits alone gave about
- * 1% among 10,000).
+ * The advisory-lock keys of the places of the sender whose {@link tenantDigest} is `digest`, in
+ * `space` (a multiple of {@link PLACE_SPACE_SIZE}): place `s` (0…63) is `(key1, key2 + s)`. 48
+ * bits of the digest tell senders apart (32 in the first key, 16 in the second): two
+ * organizations share places only if those 48 bits agree (about one chance in 56,000 among
+ * 100,000 organizations; 32 bits alone gave about 1% among 10,000).
  */
-export function placeKeys(tenant: string, space: number): { readonly key1: number; readonly key2: number } {
-  const h = createHash('sha256').update(tenant).digest();
-  return { key1: h.readInt32BE(0), key2: space + h.readUInt16BE(4) * 64 };
+export function placeKeys(digest: Buffer, space: number): { readonly key1: number; readonly key2: number } {
+  return { key1: digest.readInt32BE(0), key2: space + digest.readUInt16BE(4) * 64 };
 }
 
 /** Run `work` once the fair gate admits the statement, within its deadline. */

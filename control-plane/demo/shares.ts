@@ -17,9 +17,8 @@
  * The free-trial class's cap stays per replica: it keeps a part of each replica's own workers for
  * paying organizations, which is what each replica needs (a free sender's own share is global).
  */
-import { createHash } from 'node:crypto';
 import pg from 'pg';
-import { DemoQueryError, placeKeys } from './query.js';
+import { DemoQueryError, placeKeys, tenantDigest } from './query.js';
 
 /**
  * the range of second advisory-lock keys of senders' places, from here PLACE_SPACE_SIZE long
@@ -64,7 +63,8 @@ interface Digest {
 }
 
 function digest(tenant: string): Digest {
-  return { ...placeKeys(tenant, SHARE_SPACE), name: createHash('sha256').update(tenant).digest().subarray(0, 16).toString('hex') };
+  const h = tenantDigest(tenant);
+  return { ...placeKeys(h, SHARE_SPACE), name: h.subarray(0, 16).toString('hex') };
 }
 
 /** DEMO_ERR_COOLDOWN for a sender held back (by another replica's hold) for `ms` more */

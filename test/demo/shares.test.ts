@@ -10,14 +10,13 @@
  * - the places of a replica whose connections die are free at once.
  * Skipped with a reason where no PostgreSQL answers.
  */
-import { createHash } from 'node:crypto';
 import net from 'node:net';
 import pg from 'pg';
 import t from 'tap';
 import { EmbeddedPostgres } from '../../control-plane/embedded/index.js';
 import { DEMO_READER_ROLE } from '../../control-plane/demo/load.js';
 import { EmbeddedDemoEngine } from '../../control-plane/demo/engine.js';
-import { DemoQueryError, placeKeys, type DemoQuery } from '../../control-plane/demo/query.js';
+import { DemoQueryError, placeKeys, tenantDigest, type DemoQuery } from '../../control-plane/demo/query.js';
 import { SHARE_SPACE, StoreDemoShares } from '../../control-plane/demo/shares.js';
 import { openStore } from '../../control-plane/store/index.js';
 import { blankEngine } from '../helpers/engine.js';
@@ -192,13 +191,13 @@ if (!(await realPostgresAvailable())) {
     let pair: [string, string] | undefined;
     for (let i = 0; !pair; i++) {
       const name = `org_collide_${i}`;
-      const first = createHash('sha256').update(name).digest().readInt32BE(0);
+      const first = tenantDigest(name).readInt32BE(0);
       const other = seen.get(first);
       if (other !== undefined) pair = [other, name];
       else seen.set(first, name);
     }
     const [x, y] = pair;
-    const keys = [placeKeys(x, SHARE_SPACE), placeKeys(y, SHARE_SPACE)];
+    const keys = [placeKeys(tenantDigest(x), SHARE_SPACE), placeKeys(tenantDigest(y), SHARE_SPACE)];
     t.equal(keys[0]?.key1, keys[1]?.key1, `${x} and ${y}: the same first key`);
     const options = { timeoutMs: 2000 };
     const leaveX = await a.shares.take(x, 1, Date.now() + 2000, options);
