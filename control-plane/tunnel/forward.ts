@@ -346,8 +346,10 @@ export async function serveForward(req: IncomingMessage, res: ServerResponse, ca
   try {
     res.end(JSON.stringify(await serve(fwd, ac.signal)));
   } catch (err) {
-    if (!isApiError(err)) throw err; // (the listener ends the answer: its headers are sent)
-    res.end(JSON.stringify(errorBody(err)));
+    // a failure of ours (not an API error) is answered as one, a 500 the asker passes on, not a
+    // cut answer it would take for an unreachable holder (a retryable 503); thrown on to be logged
+    res.end(JSON.stringify(errorBody(isApiError(err) ? err : new ApiError('internal_error', 'the forwarded query failed on the replica holding the tunnel'))));
+    if (!isApiError(err)) throw err;
   } finally {
     clearInterval(beats);
   }

@@ -237,7 +237,7 @@ export async function startTunnelListener(o: TunnelOptions): Promise<TunnelListe
       serveForward(req, res, o.ca, o.serveForwarded).catch((err: unknown) => {
         o.log?.warn({ err: { message: (err as Error).message } }, 'forwarded relay query failed');
         if (!res.headersSent) sendError(res, 500, 'internal_error', 'the forwarded query failed on this replica');
-        else res.destroy();
+        else if (!res.writableEnded) res.destroy(); // (an answer ended already is left to finish)
       });
       return;
     }

@@ -76,19 +76,24 @@ t.test('a holder that accepts the connection and never completes it is not waite
  * it then passes nothing either way and keeps both connections open, as a holder stopped
  * (SIGSTOP) or cut off by the network whose kernel still holds the connection.
  */
-async function freezableHolder(t: TapTest, o: { readonly heartbeatMs: number; readonly answerMs: number }) {
+async function freezableHolder(t: TapTest, o: { readonly heartbeatMs: number; readonly answerMs: number; readonly failWith?: Error }) {
   const ca = createCa({ keyBits: 2048 });
   const cert = issueServerCertificate(ca, { ipAddresses: ['127.0.0.1'] });
   const result: ReadQueryResult = { columns: [{ name: 'one', typeOid: 23 }], rows: [{ one: 1 }], truncated: false, bytes: 9 } as unknown as ReadQueryResult;
   let started = false; // serve is called once the answer's headers are sent
+  const failures: unknown[] = [];
   const serve: ServeForwarded = (_request, signal) =>
     new Promise((resolve, reject) => {
       started = true;
-      const timer = setTimeout(() => resolve(result), o.answerMs);
+      const timer = setTimeout(() => (o.failWith ? reject(o.failWith) : resolve(result)), o.answerMs);
       signal.addEventListener('abort', () => (clearTimeout(timer), reject(new Error('asker gone'))), { once: true });
     });
   const holder = https.createServer({ ...tlsServerOptions({ keyPem: cert.keyPem, certPem: cert.certPem, caCertPem: ca.certPem }), rejectUnauthorized: false }, (req, res) => {
-    serveForward(req, res, ca, serve, o.heartbeatMs).catch(() => res.destroy());
+    // as the tunnel listener (tunnel/index.ts): logged, and an answer not ended is cut
+    serveForward(req, res, ca, serve, o.heartbeatMs).catch((err: unknown) => {
+      failures.push(err);
+      if (!res.writableEnded) res.destroy();
+    });
   });
   await new Promise<void>((r) => holder.listen(0, '127.0.0.1', () => r()));
   const sockets = new Set<net.Socket>();
@@ -116,6 +121,7 @@ async function freezableHolder(t: TapTest, o: { readonly heartbeatMs: number; re
     run: () => fwd.run(address, request),
     freeze: () => void (frozen = true),
     started: () => started,
+    failures,
   };
 }
 
@@ -149,4 +155,17 @@ t.test("a holder's heartbeat is waited for within a timer's range, whatever it s
   t.equal(silentAfterMs(1000), 5000, 'five beats');
   t.equal(silentAfterMs(1), 1000, 'at least a second');
   t.equal(silentAfterMs(1e12), 300_000, 'at most five minutes');
+});
+
+t.test("a failure of the holder's own (not an API error) reaches the asker as a 500, not as a holder gone", async (t) => {
+  // review: since the holder sends its headers first, such a failure cut the answer, which the
+  // asker read as an unreachable holder (a retryable 503 relay_unavailable)
+  const bug = new TypeError('a bug on the holder');
+  const h = await freezableHolder(t, { heartbeatMs: 100, answerMs: 50, failWith: bug });
+  const err = (await h.run().then(() => undefined, (e: unknown) => e)) as ApiError | undefined;
+  t.ok(err instanceof ApiError, String(err));
+  t.equal(err?.code, 'internal_error');
+  t.equal(err?.status, 500);
+  t.notMatch(err?.message, /a bug on the holder/, "the failure's own text stays on the holder");
+  t.same(h.failures, [bug], 'thrown on to the listener, which logs it');
 });
