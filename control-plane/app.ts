@@ -57,6 +57,13 @@ import { keptOnceLoaded } from './once.js';
 
 /** The longest a client may take to send a whole request (headers and body). */
 export const REQUEST_TIMEOUT_MS = 30_000;
+/**
+ * The router's limit on one path parameter, in characters as sent (percent-encoded). Above what
+ * Node's HTTP parser lets through (16 KB of request line and headers), so the router never refuses
+ * one: the routes' schemas do (their `maxLength`, also in the OpenAPI document), with a 400 that
+ * names the parameter. The router's default, 100, refused ids the document allows (up to 200).
+ */
+export const MAX_PATH_PARAM_CHARS = 32_768;
 /** At close, requests in flight are waited for up to the statement deadline plus this (unless SVC_SHUTDOWN_DRAIN_MS says otherwise). */
 export const CLOSE_DRAIN_GRACE_MS = 5_000;
 
@@ -124,6 +131,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     // the whole request (headers and body) must arrive within this, else 408 (a body trickled
     // a byte at a time held its socket for Node's default 300 s)
     requestTimeout: REQUEST_TIMEOUT_MS,
+    routerOptions: { maxParamLength: MAX_PATH_PARAM_CHARS },
     // Fastify gives each hook this long, close hooks included (10 s by default): the preClose drain
     // below waits up to closeDrainMs (the statement deadline + 5 s by default), so a close with a
     // statement still running failed with AVV_ERR_READY_TIMEOUT and closed nothing after it

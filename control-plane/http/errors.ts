@@ -107,6 +107,9 @@ export function toApiError(err: FastifyError & { validation?: ValidationIssue[];
       return new ApiError('invalid_request', 'the body is empty; send a JSON object', { field: 'body' });
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return new ApiError('invalid_request', 'Content-Length does not match the body');
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      // the router's message quotes the whole path back
+      return new ApiError('invalid_request', 'a path parameter is too long; ids are at most 200 characters', { in: 'path' });
     case 'FST_ERR_BAD_URL':
       return new ApiError('invalid_request', 'the request path is not valid: a percent-encoded byte sequence is not UTF-8', { in: 'path' });
     default:
