@@ -56,10 +56,19 @@ export function cachedKeyAnswer(keys: KeyCache): (req: FastifyRequest, api: ApiE
   };
 }
 
+/** how many Authorization headers a request carries (rawHeaders: name, value, name, value, …) */
+function authorizationHeaders(raw: readonly string[]): number {
+  let n = 0;
+  for (let i = 0; i < raw.length; i += 2) if (raw[i]?.toLowerCase() === 'authorization') n++;
+  return n;
+}
+
 export function registerAuth(app: FastifyInstance, keys: KeyCache): void {
   app.addHook('onRequest', async (req) => {
     if (req.routeOptions.config?.public || req.routeOptions.url === undefined) return;
     const header = req.headers.authorization;
+    // Node keeps the first of several Authorization headers; a proxy in front may check another
+    if (header && authorizationHeaders(req.raw.rawHeaders) > 1) throw new ApiError('unauthorized', `more than one Authorization header; ${HINT}`, undefined, { 'WWW-Authenticate': 'Bearer' });
     if (!header) throw new ApiError('unauthorized', `missing Authorization header; ${HINT}`, undefined, { 'WWW-Authenticate': 'Bearer' });
     const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
     if (!m || !m[1]) throw new ApiError('unauthorized', `malformed Authorization header; ${HINT}`, undefined, { 'WWW-Authenticate': 'Bearer' });
