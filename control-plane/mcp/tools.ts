@@ -229,6 +229,32 @@ export const TOOLS: readonly ToolSpec[] = [
     request: (a) => ({ method: 'POST', path: '/v1/agent/webhook', body: { url: a['url'], ...(a['secret'] !== undefined ? { secret: a['secret'] } : {}), ...(a['connection_id'] !== undefined ? { connection_id: a['connection_id'] } : {}) } }),
   },
   {
+    name: 'get_webhook',
+    title: 'Show the webhook receivers',
+    description: 'The webhook receivers: the organization default and the connection overrides, URLs only, never secrets (GET /v1/agent/webhook).',
+    input: {},
+    readOnly: true,
+    operation: 'GET /v1/agent/webhook',
+    request: () => ({ method: 'GET', path: '/v1/agent/webhook' }),
+  },
+  {
+    name: 'delete_webhook',
+    title: 'Remove a webhook receiver',
+    description: 'Remove the organization default webhook receiver, or with connection_id that connection’s override (DELETE /v1/agent/webhook).',
+    input: { connection_id: ConnectionId.optional() },
+    readOnly: false,
+    destructive: true,
+    operation: 'DELETE /v1/agent/webhook',
+    request: (a) => ({ method: 'DELETE', path: '/v1/agent/webhook', query: { connection_id: opt(a['connection_id']) } }),
+    render: (_b, a) => {
+      const connectionId = opt(a['connection_id']) ?? null;
+      return {
+        text: connectionId === null ? 'The organization’s default webhook receiver is removed.' : `The webhook override of ${connectionId} is removed.`,
+        structured: { deleted: true, level: connectionId === null ? 'organization' : 'connection', connection_id: connectionId },
+      };
+    },
+  },
+  {
     name: 'trigger_mock_event',
     title: 'Send a mock webhook event',
     description: 'Send a mock event (a synthetic FHIR resource) through the signed webhook pipeline, optionally for a scenario_id and a connection_id (POST /v1/webhooks/trigger-mock-event). Returns delivery_id and event.',
@@ -240,11 +266,25 @@ export const TOOLS: readonly ToolSpec[] = [
   {
     name: 'list_webhook_deliveries',
     title: 'List webhook deliveries',
-    description: 'Webhook deliveries with their attempts (status, response codes, next retry), optionally of one connection (GET /v1/webhooks/deliveries).',
-    input: { connection_id: ConnectionId.optional() },
+    description: 'Webhook deliveries, newest first, with their attempts (status, response codes, next retry), optionally only those of one connection, status or event, at most limit (default 100) (GET /v1/webhooks/deliveries).',
+    input: {
+      connection_id: ConnectionId.optional(),
+      status: z.enum(['pending', 'delivered', 'failed']).optional().describe('only deliveries in this status'),
+      event: z.string().min(1).max(100).optional().describe('only deliveries of this event (e.g. connection.created, claim.adjudicated)'),
+      limit: z.number().int().min(1).max(500).optional().describe('at most this many (1…500, default 100)'),
+    },
     readOnly: true,
     operation: 'GET /v1/webhooks/deliveries',
-    request: (a) => ({ method: 'GET', path: '/v1/webhooks/deliveries', query: { connection_id: opt(a['connection_id']) } }),
+    request: (a) => ({ method: 'GET', path: '/v1/webhooks/deliveries', query: { connection_id: opt(a['connection_id']), status: opt(a['status']), event: opt(a['event']), limit: opt(a['limit']) } }),
+  },
+  {
+    name: 'describe_webhook_delivery',
+    title: 'Describe a webhook delivery',
+    description: 'One delivery with every attempt and the envelope exactly as sent (GET /v1/webhooks/deliveries/{delivery_id}).',
+    input: { delivery_id: Id('the delivery id (X-Service-Delivery-Id)') },
+    readOnly: true,
+    operation: 'GET /v1/webhooks/deliveries/{delivery_id}',
+    request: (a) => ({ method: 'GET', path: `/v1/webhooks/deliveries/${seg(str(a['delivery_id']))}` }),
   },
   {
     name: 'replay_webhook_delivery',
@@ -258,11 +298,39 @@ export const TOOLS: readonly ToolSpec[] = [
   {
     name: 'set_webhook_reliability',
     title: 'Inject webhook faults (sandbox)',
-    description: 'Inject a fault into this organization’s own webhook deliveries so its receiver sees retries: mode "off" | "transient_503" | "slow" | "rate_limit" (PATCH /v1/sandbox/webhook-reliability).',
-    input: { mode: z.enum(['off', 'transient_503', 'slow', 'rate_limit']).describe('the fault profile') },
+    description:
+      'Inject a fault into this organization’s own webhook deliveries so its receiver sees retries: mode "off" | "transient_503" (the first failures attempts count as 503, default 2) | "slow" (each attempt held delay_ms, default 3000) | "rate_limit" (the first failures attempts count as 429 with Retry-After: retry_after_seconds, defaults 1 and 2) (PATCH /v1/sandbox/webhook-reliability).',
+    input: {
+      mode: z.enum(['off', 'transient_503', 'slow', 'rate_limit']).describe('the fault profile'),
+      failures: z.number().int().min(1).max(10).optional().describe('transient_503, rate_limit: how many attempts of each delivery fail (1…10)'),
+      retry_after_seconds: z.number().int().min(1).max(3600).optional().describe('rate_limit: the Retry-After sent with each 429 (1…3600)'),
+      delay_ms: z.number().int().min(1).max(60_000).optional().describe('slow: how long each attempt is held (1…60000)'),
+    },
     readOnly: false,
     operation: 'PATCH /v1/sandbox/webhook-reliability',
-    request: (a) => ({ method: 'PATCH', path: '/v1/sandbox/webhook-reliability', body: { mode: a['mode'] } }),
+    request: (a) => ({
+      method: 'PATCH',
+      path: '/v1/sandbox/webhook-reliability',
+      body: Object.fromEntries(['mode', 'failures', 'retry_after_seconds', 'delay_ms'].filter((k) => a[k] !== undefined).map((k) => [k, a[k]])),
+    }),
+  },
+  {
+    name: 'get_webhook_reliability',
+    title: 'Current webhook fault profile',
+    description: 'The fault profile applied to this organization’s webhook deliveries: mode, failures, retry_after_seconds, delay_ms (GET /v1/sandbox/webhook-reliability).',
+    input: {},
+    readOnly: true,
+    operation: 'GET /v1/sandbox/webhook-reliability',
+    request: () => ({ method: 'GET', path: '/v1/sandbox/webhook-reliability' }),
+  },
+  {
+    name: 'list_webhook_scenarios',
+    title: 'List mock webhook scenarios',
+    description: 'The scenario ids trigger_mock_event accepts (healthcare demo pack events: admission, discharge, prior authorization, claims, eligibility) and the default (GET /v1/webhooks/scenarios).',
+    input: {},
+    readOnly: true,
+    operation: 'GET /v1/webhooks/scenarios',
+    request: () => ({ method: 'GET', path: '/v1/webhooks/scenarios' }),
   },
   {
     name: 'list_credential_kinds',

@@ -46,4 +46,10 @@ export const SPEC_ENDPOINTS: readonly SpecEndpoint[] = [
   // delivery list and replay (docs/webhooks.md, "Retries, failure, replay")
   { method: 'GET', path: '/v1/webhooks/deliveries', bin: 'svc', cli: ['webhook', 'deliveries'], mcp: 'list_webhook_deliveries' },
   { method: 'POST', path: '/v1/webhooks/deliveries/{delivery_id}/replay', bin: 'svc', cli: ['webhook', 'replay'], mcp: 'replay_webhook_delivery' },
+  // the rest of the webhook operations (docs/webhooks.md); test/mcp/webhook-operations.test.ts walks /openapi.json for any missing
+  { method: 'GET', path: '/v1/agent/webhook', bin: 'svc', cli: ['webhook', 'show'], mcp: 'get_webhook' },
+  { method: 'DELETE', path: '/v1/agent/webhook', bin: 'svc', cli: ['webhook', 'delete'], mcp: 'delete_webhook' },
+  { method: 'GET', path: '/v1/webhooks/deliveries/{delivery_id}', bin: 'svc', cli: ['webhook', 'delivery'], mcp: 'describe_webhook_delivery' },
+  { method: 'GET', path: '/v1/webhooks/scenarios', bin: 'svc', cli: ['webhook', 'scenarios'], mcp: 'list_webhook_scenarios' },
+  { method: 'GET', path: '/v1/sandbox/webhook-reliability', bin: 'svc', cli: ['webhook', 'chaos'], mcp: 'get_webhook_reliability' },
 ];
