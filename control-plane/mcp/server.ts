@@ -10,6 +10,7 @@
  */
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { CallToolRequestSchema, ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
 import type { ApiCaller } from './api.js';
 import { runTool } from './run.js';
 import { TOOLS, type ToolSpec } from './tools.js';
@@ -60,7 +61,18 @@ export function createMcpServer(api: ApiCaller, options: McpServerOptions = {}):
       async (args: Record<string, unknown>) => callTool(spec.name, args),
     );
   }
-  // registered after registerTool, which set the SDK's own tools/call handler: this one replaces it
-  server.server.setRequestHandler(CallToolRequestSchema, async (request) => callTool(request.params.name, request.params.arguments));
+  // registered after registerTool, which set the SDK's own tools/call handler: this one replaces it.
+  // Its schema takes any params: with CallToolRequestSchema here, params that are not a call
+  // (arguments null, no name) failed the SDK's parse before any handler and were answered -32603,
+  // the code of a server fault. The SDK's tools/call wrapper checks them and answers -32602
+  // (invalid params), as JSON-RPC has it; the check below is what types them.
+  server.server.setRequestHandler(AnyToolCall, async (request) => {
+    const call = CallToolRequestSchema.safeParse(request);
+    if (!call.success) throw new McpError(ErrorCode.InvalidParams, `Invalid tools/call request: ${call.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+    return callTool(call.data.params.name, call.data.params.arguments);
+  });
   return server;
 }
+
+/** a tools/call request whatever its params */
+const AnyToolCall = z.object({ method: z.literal('tools/call'), params: z.unknown().optional() });

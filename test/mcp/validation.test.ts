@@ -119,3 +119,25 @@ t.test('a call asking to run as a task (this server declares no tasks capability
   t.equal(r.body.result, undefined);
   t.same(await queryEvents(srv.url, conn, agent.key), [], 'the statement never ran: no query event, no charge');
 });
+
+t.test('tools/call params that are not a call (arguments not an object, no name) are JSON-RPC InvalidParams, not an internal error', async (t) => {
+  // found by an outside review: the SDK's parse of the request answered -32603 (internal error), the code of a server fault
+  const conn = await openConnection(srv.url, agent.key, 'demo-healthcare', ['read:encounters']);
+  const cases: [string, Json | undefined, RegExp][] = [
+    ['arguments null', { name: 'query', arguments: null }, /arguments/],
+    ['arguments an array', { name: 'query', arguments: [conn, 'SELECT 1'] }, /arguments/],
+    ['no name', { arguments: { connection_id: conn, sql: 'SELECT 1' } }, /name/],
+    ['no params', undefined, /params/],
+  ];
+  for (const [what, params, names] of cases) {
+    const r = await api<{ id: number; error?: { code: number; message: string }; result?: unknown }>(srv.url, 'POST', '/mcp', {
+      key: agent.key,
+      body: { jsonrpc: '2.0', id: 3, method: 'tools/call', ...(params === undefined ? {} : { params }) },
+      headers: MCP_HEADERS,
+    });
+    t.equal(r.body.error?.code, ErrorCode.InvalidParams, `${what}: -32602 (${r.text})`);
+    t.match(r.body.error?.message, names, `${what}: the message names what is wrong`);
+    t.equal(r.body.result, undefined);
+  }
+  t.same(await queryEvents(srv.url, conn, agent.key), [], 'nothing ran');
+});
