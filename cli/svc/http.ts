@@ -112,8 +112,23 @@ function nextStep(status: number, code: string, headers: Headers, o: ClientOptio
   }
 }
 
+/**
+ * A path segment "." or ".." (an id given as `..`) is read by fetch's URL parser as a path step,
+ * however it is encoded (`%2e` too), so the request would reach another route. No id is either:
+ * the answer is the API's not_found for it, without a request.
+ */
+function dotSegment(path: string): ApiResult | undefined {
+  const seg = path.split('/').find((p) => /^(?:\.|%2e){1,2}$/i.test(p));
+  if (seg === undefined) return undefined;
+  const id = seg.replace(/%2e/gi, '.');
+  const body = localError('not_found', `${JSON.stringify(id)} not found: no id is "." or ".."`);
+  return { status: 404, body, text: JSON.stringify(body) };
+}
+
 export function httpCaller(o: ClientOptions): ApiCaller {
   return async (call: ApiCall): Promise<ApiResult> => {
+    const dots = dotSegment(call.path);
+    if (dots) return dots;
     const headers: Record<string, string> = { accept: 'application/json' };
     if (!call.anonymous && o.apiKey) headers['authorization'] = `Bearer ${o.apiKey}`;
     if (call.body !== undefined) headers['content-type'] = 'application/json';
