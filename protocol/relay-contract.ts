@@ -138,6 +138,8 @@ export const RelayStreamError = {
   DATABASE_UNAVAILABLE: 'RELAY_ERR_DATABASE_UNAVAILABLE',
   /** a row larger than what the query may still return, or than a frame; it was not read */
   ROW_TOO_LARGE: 'RELAY_ERR_ROW_TOO_LARGE',
+  /** a value of the result the relay cannot encode for the tunnel (a JSON value nested too deeply): the statement ran */
+  VALUE_UNSENDABLE: 'RELAY_ERR_VALUE_UNSENDABLE',
 } as const;
 export type RelayStreamErrorCode = (typeof RelayStreamError)[keyof typeof RelayStreamError];
 export const RELAY_STREAM_ERRORS: readonly RelayStreamErrorCode[] = Object.values(RelayStreamError);

@@ -128,7 +128,11 @@ interface RelayError {
 
 /** A database's (or the stream's) error as the relay's error code (pg-read's SQLSTATE table, sqlstate.ts). */
 function mapError(err: unknown): RelayError {
-  if ((err as { code?: unknown } | null)?.code === 'PROTO_ERR_ROW_TOO_LARGE') return { code: 'RELAY_ERR_ROW_TOO_LARGE', message: (err as Error).message };
+  const code = (err as { code?: unknown } | null)?.code;
+  if (code === 'PROTO_ERR_ROW_TOO_LARGE') return { code: 'RELAY_ERR_ROW_TOO_LARGE', message: (err as Error).message };
+  // a value the tunnel's encoder refused (JSON nested too deeply to serialise): the statement's
+  // result, not the database (its string code would otherwise read as a socket error's: unavailable)
+  if (code === 'PROTO_ERR_INVALID_ARGUMENT') return { code: 'RELAY_ERR_VALUE_UNSENDABLE', message: `a value of the result cannot be sent: ${(err as Error).message}` };
   const e = classifyPgError(err);
   const { sqlstate, message: msg } = e;
   const detail = sqlstate ? { detail: { sqlstate } } : {};

@@ -111,7 +111,7 @@ function statementFailed(sqlstate: unknown): boolean {
 export function ranAtSource(err: unknown): boolean {
   if (!isApiError(err) || (err.code !== 'invalid_sql' && err.code !== 'scope_violation')) return false;
   const d = err.details ?? {};
-  if (d['reason'] === 'row_too_large' || d['reason'] === 'message_too_large' || d['reason'] === 'out_of_memory') return true;
+  if (d['reason'] === 'row_too_large' || d['reason'] === 'message_too_large' || d['reason'] === 'out_of_memory' || d['reason'] === 'value_too_deep') return true;
   return statementFailed(d['sqlstate']);
 }
 

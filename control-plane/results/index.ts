@@ -4,4 +4,4 @@
  */
 export type { ColumnInfo, ReadQueryResult, Row } from './result.js';
 export { collectRows, FETCH_BATCH, firstFetch, jsonRow, RowCollector, uniqueColumnNames, type Batch } from './rows.js';
-export { toJsonValue } from './json-values.js';
+export { MAX_VALUE_DEPTH, nestedDeeperThan, toJsonValue } from './json-values.js';

@@ -5,6 +5,34 @@
  * bytea as base64, json/jsonb as parsed values.
  */
 
+/**
+ * The deepest a value's arrays and objects may nest in an answer. A JSON document can be nested
+ * far deeper (PostgreSQL keeps json thousands of levels deep), but building and serialising such a
+ * value recurses once per level and overflows the stack at a depth that depends on where it runs:
+ * a fixed bound answers the same every time, well inside what every step of an answer handles.
+ */
+export const MAX_VALUE_DEPTH = 1000;
+
+/**
+ * Whether `value` nests arrays or objects more than `max` levels deep (a scalar is depth 0,
+ * `[]` depth 1). Iterative, and it stops at the first path past `max`, so a hostile value costs
+ * at most its own size.
+ */
+export function nestedDeeperThan(value: unknown, max: number = MAX_VALUE_DEPTH): boolean {
+  if (!isContainer(value)) return false;
+  const stack: [unknown, number][] = [[value, 1]];
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop() as [unknown, number];
+    if (depth > max) return true;
+    for (const child of Array.isArray(v) ? v : Object.values(v as object)) if (isContainer(child)) stack.push([child, depth + 1]);
+  }
+  return false;
+}
+
+function isContainer(v: unknown): boolean {
+  return typeof v === 'object' && v !== null && !(v instanceof Date) && !(v instanceof Uint8Array);
+}
+
 const INT8 = 20;
 const NUMERIC = 1700;
 const DATE = 1082;
