@@ -35,6 +35,15 @@ import { FORWARD_PATH, serveForward, type ServeForwarded } from './forward.js';
 /** the path on the tunnel port where a relay renews its certificate over mutual TLS */
 export const RENEW_PATH = '/v1/relay/renew';
 
+/**
+ * The tunnel port is reachable by anyone who can reach a relay's way in, certificate or not: a
+ * connection must complete its TLS handshake, and then send its whole request (the upgrade, a
+ * renewal, a forward), within this; and a socket that is not (yet) a WebSocket is closed after
+ * this long without a byte either way (ws clears the timeout on upgrade: a tunnel has its pings).
+ * A relay or replica sends its request at once, and a forward's answer beats every second.
+ */
+export const TUNNEL_REQUEST_TIMEOUT_MS = 10_000;
+
 export interface LiveTunnel {
   readonly relayId: string;
   readonly orgId: string;
@@ -230,8 +239,9 @@ export async function startTunnelListener(o: TunnelOptions): Promise<TunnelListe
   // The handshake asks for a client certificate but does not end the connection over it: the
   // upgrade handler verifies it fully (issuer signature, validity, usage, our identity, the store's
   // deny list) and answers with a reason a relay can act on (e.g. an expired certificate: enroll again).
-  const tlsOptions = { ...tlsServerOptions({ keyPem: server.keyPem, certPem: server.certPem, caCertPem: o.ca.certPem }), rejectUnauthorized: false };
-  const https_ = https.createServer(tlsOptions, (req, res) => {
+  const tlsOptions = { ...tlsServerOptions({ keyPem: server.keyPem, certPem: server.certPem, caCertPem: o.ca.certPem }), rejectUnauthorized: false, handshakeTimeout: TUNNEL_REQUEST_TIMEOUT_MS };
+  const timeouts = { headersTimeout: TUNNEL_REQUEST_TIMEOUT_MS, requestTimeout: TUNNEL_REQUEST_TIMEOUT_MS, connectionsCheckingInterval: 2_000 };
+  const https_ = https.createServer({ ...tlsOptions, ...timeouts }, (req, res) => {
     const route = (req.url ?? '').split('?')[0];
     if (route === FORWARD_PATH && o.serveForwarded) {
       serveForward(req, res, o.ca, o.serveForwarded).catch((err: unknown) => {
@@ -339,6 +349,7 @@ export async function startTunnelListener(o: TunnelOptions): Promise<TunnelListe
     });
   };
 
+  https_.timeout = TUNNEL_REQUEST_TIMEOUT_MS; // no 'timeout' listener: an idle socket is destroyed
   await new Promise<void>((resolve, reject) => {
     https_.once('error', reject);
     https_.listen(o.port, o.host, () => resolve());
