@@ -140,6 +140,8 @@ export const RelayStreamError = {
   ROW_TOO_LARGE: 'RELAY_ERR_ROW_TOO_LARGE',
   /** a value of the result the relay cannot encode for the tunnel (a JSON value nested too deeply): the statement ran */
   VALUE_UNSENDABLE: 'RELAY_ERR_VALUE_UNSENDABLE',
+  /** every connection of the relay's pool stayed busy until just before the deadline: nothing ran (`retryable: true`) */
+  POOL_BUSY: 'RELAY_ERR_POOL_BUSY',
 } as const;
 export type RelayStreamErrorCode = (typeof RelayStreamError)[keyof typeof RelayStreamError];
 export const RELAY_STREAM_ERRORS: readonly RelayStreamErrorCode[] = Object.values(RelayStreamError);

@@ -187,6 +187,35 @@ function relayFailure(f: ReadFailure, timeoutMs: number): RelayError {
   }
 }
 
+/** how long before its deadline a query still waiting for a pool connection gives up (at most) */
+export const POOL_WAIT_MARGIN_MS = 250;
+
+/**
+ * How long a query may wait for a pool connection: up to just before its deadline (by
+ * {@link POOL_WAIT_MARGIN_MS}, or a tenth of a short deadline), so that the relay, not the
+ * stream's deadline, says that nothing ran.
+ */
+export function poolWaitMs(timeoutMs: number): number {
+  return Math.max(1, timeoutMs - Math.min(POOL_WAIT_MARGIN_MS, Math.floor(timeoutMs / 10)));
+}
+
+/**
+ * A pool connection, or undefined when none is handed over within `ms`; one handed over later is
+ * given back at once (a waiter cannot leave pg's queue).
+ */
+async function connectWithin(pool: pg.Pool, ms: number): Promise<pg.PoolClient | undefined> {
+  const pending = pool.connect();
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<undefined>((resolve) => (timer = setTimeout(resolve, ms, undefined)));
+  try {
+    const got = await Promise.race([pending, late]);
+    if (!got) pending.then((c) => c.release(), () => undefined);
+    return got;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 export function createExecutor(opts: ExecutorOptions): Executor {
   const limits: ExecutorLimits = { ...DEFAULT_EXECUTOR_LIMITS, ...(opts.limits ?? {}) };
   const appName = opts.applicationName ?? 'svc-relay';
@@ -197,9 +226,10 @@ export function createExecutor(opts: ExecutorOptions): Executor {
   // sockets of pool connections still starting: close() destroys them (pool.end would wait for
   // a silent database until connectionTimeoutMillis, up to a day)
   const starting = new Set<net.Socket>();
+  const poolSize = opts.poolSize ?? 4;
   const pool = new pg.Pool({
     connectionString: opts.databaseUrl,
-    max: opts.poolSize ?? 4,
+    max: poolSize,
     application_name: appName,
     idleTimeoutMillis: 30_000,
     connectionTimeoutMillis: limits.maxTimeoutMs,
@@ -274,14 +304,29 @@ export function createExecutor(opts: ExecutorOptions): Executor {
     const maxRows = Math.min(open.limits?.maxRows ?? limits.maxRows, limits.maxRows);
     const maxBytes = Math.min(open.limits?.maxBytes ?? limits.maxBytes, limits.maxBytes);
 
-    let client: pg.PoolClient;
+    let client: pg.PoolClient | undefined;
     const began = ++attempts;
+    // queued behind connections that are all busy (else the pool hands an idle one or opens one)
+    const full = pool.idleCount === 0 && pool.totalCount >= poolSize;
+    const waitMs = poolWaitMs(timeoutMs);
     try {
-      client = await pool.connect();
+      client = await connectWithin(pool, waitMs);
     } catch (err) {
       const message = mapError(err).message;
       databaseState(false, message, began);
       q.fail('RELAY_ERR_DATABASE_UNAVAILABLE', message, { retryable: true });
+      return;
+    }
+    if (!client) {
+      // nothing ran: said before the stream's deadline, which the control plane would charge as a
+      // statement cancelled at the database
+      if (full) {
+        q.fail('RELAY_ERR_POOL_BUSY', `all ${poolSize} of the relay's connections to its database stayed busy for ${waitMs} ms (svc-relay run --pool-size); nothing ran`, { retryable: true });
+      } else {
+        const message = `the database did not accept a connection within ${waitMs} ms`;
+        databaseState(false, message, began);
+        q.fail('RELAY_ERR_DATABASE_UNAVAILABLE', message, { retryable: true });
+      }
       return;
     }
     databaseState(true);

@@ -186,6 +186,10 @@ export function relayFailure(err: ProtocolError, relayId: string, timeoutMs: num
     });
   }
   if (err.code === RelayStreamError.VALUE_UNSENDABLE) return valueTooDeep(err.message);
+  if (err.code === RelayStreamError.POOL_BUSY) {
+    // nothing ran (not charged), as when a `postgres` target's pooled connections stay busy
+    return new ApiError('service_unavailable', `${err.message}; retry shortly, or run fewer statements at once through this relay`, { relay_id: relayId, reason: 'relay_pool_busy', retry_after_seconds: 1 }, { 'Retry-After': '1' });
+  }
   if (err.code === RelayStreamError.READ_ONLY || err.code === RelayStreamError.MULTI_STATEMENT) return statementRejected("the relay's database", err.message, { sqlstate, refused: true });
   if (err.code === RelayStreamError.DATABASE_UNAVAILABLE || sqlstate?.startsWith('08')) {
     return new ApiError('relay_unavailable', `the relay cannot reach its database: ${err.message}; retry shortly`, { relay_id: relayId, reason: err.code });

@@ -1,0 +1,64 @@
+/**
+ * A relay query that waits for one of the relay's pool connections until its deadline never ran:
+ * the relay says so (RELAY_ERR_POOL_BUSY, retryable) before the stream's deadline, which the
+ * control plane would answer as a statement cancelled at the database and charge (found by an
+ * outside review: 24 statements of 3 s at once on a pool of 4, 20 charged, 16 of them never sent).
+ */
+import t from 'tap';
+import { Session, memoryTransportPair, ProtocolError } from '../../protocol/index.js';
+import { createExecutor, poolWaitMs, POOL_WAIT_MARGIN_MS } from '../../relay-agent/executor.js';
+import { relayFailure } from '../../control-plane/query/relay.js';
+import { ranAtSource } from '../../control-plane/query/engine.js';
+import { customerDatabase } from '../helpers/customer-db.js';
+
+t.test('a query waits for a pool connection until just before its deadline', async (t) => {
+  t.equal(poolWaitMs(30_000), 30_000 - POOL_WAIT_MARGIN_MS);
+  t.equal(poolWaitMs(1_000), 900, 'a tenth of a short deadline');
+  t.equal(poolWaitMs(5), 5);
+  t.equal(poolWaitMs(1), 1);
+});
+
+t.test("RELAY_ERR_POOL_BUSY is the agent's retryable 503, not charged", async (t) => {
+  const api = relayFailure(new ProtocolError('RELAY_ERR_POOL_BUSY', "all 4 of the relay's connections to its database stayed busy for 29750 ms", { remote: true, retryable: true }), 'rly_x', 30_000);
+  t.equal(api.status, 503);
+  t.equal(api.code, 'service_unavailable');
+  t.equal(api.details?.['reason'], 'relay_pool_busy');
+  t.equal(api.headers?.['Retry-After'], '1');
+  t.notOk(ranAtSource(api), 'nothing ran: given back, not charged');
+});
+
+t.test('a query behind a busy pool is answered RELAY_ERR_POOL_BUSY before its deadline', async (t) => {
+  const cdb = await customerDatabase('svc_relay_pool');
+  t.teardown(() => cdb.drop());
+  // PGlite runs its statements on this process's thread: a pg_sleep there holds every timer, the
+  // relay's bound on the wait too, so the wait can only be timed against a real server
+  if (cdb.kind !== 'postgres') {
+    t.skip('needs a real PostgreSQL: a statement on the embedded stand-in holds this process, timers included', () => undefined);
+    return;
+  }
+  const [a, b] = memoryTransportPair();
+  const server = new Session(a, { role: 'server', pingIntervalMs: 0 });
+  const relay = new Session(b, { role: 'client', pingIntervalMs: 0 });
+  const exec = createExecutor({ databaseUrl: cdb.url, poolSize: 1, applicationName: 'svc-relay-test' });
+  relay.onStream(exec.handle);
+  t.teardown(async () => {
+    server.close();
+    relay.close();
+    await exec.close();
+  });
+  await server.ready;
+  // the pool's one connection, held by a statement that outlasts the next one's deadline
+  const holder = server.openStream({ statement: 'SELECT pg_sleep(1.5)', timeoutMs: 20_000 }).collect();
+  while (exec.inflight < 1) await new Promise((r) => setTimeout(r, 10));
+  await new Promise((r) => setTimeout(r, 100));
+  const err = (await server.openStream({ statement: 'SELECT 1', timeoutMs: 600 }).collect().then(() => undefined, (e: unknown) => e)) as ProtocolError | undefined;
+  t.ok(err instanceof ProtocolError, String(err));
+  t.equal(err?.code, 'RELAY_ERR_POOL_BUSY', 'the relay says nothing ran, not the deadline');
+  t.equal(err?.retryable, true);
+  t.match(err?.message, /all 1 of the relay's connections to its database stayed busy for 540 ms/);
+  const held = await holder;
+  t.equal(held.rows.length, 1, 'the statement holding the connection ran to its end');
+  // the connection the given-up query was handed late went back to the pool
+  const next = await server.openStream({ statement: 'SELECT 2 AS two', timeoutMs: 5_000 }).collect();
+  t.same(next.rows, [[2]]);
+});
