@@ -5,6 +5,7 @@ import { Session, memoryTransportPair, ProtocolError } from '../../protocol/inde
 import { createExecutor, firstKeyword, type ExecutorLimits } from '../../relay-agent/executor.js';
 import { customerDatabase } from '../helpers/customer-db.js';
 import { tcpServer } from '../helpers/tcp.js';
+import { executorSession } from '../helpers/executor-session.js';
 
 t.test('firstKeyword skips comments and parentheses', async (t) => {
   t.equal(firstKeyword('  -- hi\n /* a /* nested */ b */ (SELECT 1)'), 'select');
@@ -37,16 +38,7 @@ t.test('an unreachable database is a retryable RELAY_ERR_DATABASE_UNAVAILABLE', 
 
 t.test('a database that accepts the connection and never answers: the query fails, the executor lets go', async (t) => {
   const { port } = await tcpServer(t);
-  const [a, b] = memoryTransportPair();
-  const server = new Session(a, { role: 'server', pingIntervalMs: 0 });
-  const relay = new Session(b, { role: 'client', pingIntervalMs: 0 });
-  const exec = createExecutor({ databaseUrl: `postgres://nobody@127.0.0.1:${port}/none`, poolSize: 1, limits: { maxTimeoutMs: 500 } });
-  relay.onStream(exec.handle);
-  t.teardown(async () => {
-    server.close();
-    relay.close();
-    await exec.close();
-  });
+  const { server, exec } = executorSession(t, { databaseUrl: `postgres://nobody@127.0.0.1:${port}/none`, poolSize: 1, limits: { maxTimeoutMs: 500 } });
   await server.ready;
   const t0 = Date.now();
   // no deadline from the opener: only the relay's own ceiling bounds the wait
@@ -186,17 +178,7 @@ t.test('executor against the customer database', async (t) => {
   await admin.query("INSERT INTO relay_exec_t SELECT g, 'n' || g, '2024-01-01T00:00:00Z'::timestamptz + g * interval '1 day', g * 10000000000, '\\x0102'::bytea, jsonb_build_object('g', g) FROM generate_series(1, 5) g");
 
   function setup(limits: Partial<ExecutorLimits> = {}, windows: { streamWindow?: number; sessionWindow?: number } = {}, poolSize = 4, databaseUrl = DB) {
-    const [a, b] = memoryTransportPair();
-    const server = new Session(a, { role: 'server', pingIntervalMs: 0, ...windows });
-    const relay = new Session(b, { role: 'client', pingIntervalMs: 0 });
-    const exec = createExecutor({ databaseUrl, poolSize, limits, applicationName: 'svc-relay-test' });
-    relay.onStream(exec.handle);
-    t.teardown(async () => {
-      server.close();
-      relay.close();
-      await exec.close();
-    });
-    return { server, relay, exec };
+    return executorSession(t, { databaseUrl, poolSize, limits, applicationName: 'svc-relay-test' }, windows);
   }
 
   t.test('rows arrive correctly, with params and limits', async (t) => {

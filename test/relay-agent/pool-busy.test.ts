@@ -5,11 +5,12 @@
  * outside review: 24 statements of 3 s at once on a pool of 4, 20 charged, 16 of them never sent).
  */
 import t from 'tap';
-import { Session, memoryTransportPair, ProtocolError } from '../../protocol/index.js';
-import { createExecutor, poolWaitMs, POOL_WAIT_MARGIN_MS } from '../../relay-agent/executor.js';
+import { ProtocolError } from '../../protocol/index.js';
+import { poolWaitMs, POOL_WAIT_MARGIN_MS } from '../../relay-agent/executor.js';
 import { relayFailure } from '../../control-plane/query/relay.js';
 import { ranAtSource } from '../../control-plane/query/engine.js';
 import { customerDatabase } from '../helpers/customer-db.js';
+import { executorSession } from '../helpers/executor-session.js';
 
 t.test('a query waits for a pool connection until just before its deadline', async (t) => {
   t.equal(poolWaitMs(30_000), 30_000 - POOL_WAIT_MARGIN_MS);
@@ -36,16 +37,7 @@ t.test('a query behind a busy pool is answered RELAY_ERR_POOL_BUSY before its de
     t.skip('needs a real PostgreSQL: a statement on the embedded stand-in holds this process, timers included', () => undefined);
     return;
   }
-  const [a, b] = memoryTransportPair();
-  const server = new Session(a, { role: 'server', pingIntervalMs: 0 });
-  const relay = new Session(b, { role: 'client', pingIntervalMs: 0 });
-  const exec = createExecutor({ databaseUrl: cdb.url, poolSize: 1, applicationName: 'svc-relay-test' });
-  relay.onStream(exec.handle);
-  t.teardown(async () => {
-    server.close();
-    relay.close();
-    await exec.close();
-  });
+  const { server, exec } = executorSession(t, { databaseUrl: cdb.url, poolSize: 1, applicationName: 'svc-relay-test' });
   await server.ready;
   // the pool's one connection, held by a statement that outlasts the next one's deadline
   const holder = server.openStream({ statement: 'SELECT pg_sleep(1.5)', timeoutMs: 20_000 }).collect();
