@@ -93,6 +93,8 @@ export interface BuildOptions {
   readonly demo?: 'eager' | 'lazy';
   /** where the log lines go (tests read them); default stdout */
   readonly logStream?: NodeJS.WritableStream;
+  /** how long a connection may take to send its first whole request (tests); default REQUEST_TIMEOUT_MS */
+  readonly firstRequestWithinMs?: number;
 }
 
 export interface SvcApp {
@@ -206,9 +208,17 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   // opens after an aborted request): Node's close ends only idle ones, after a request, and waits
   // for these until their client hangs up (70 s for fetch: Fastify's keep-alive hint less 2 s)
   const unused = new Set<Socket>();
+  const firstRequestWithinMs = options.firstRequestWithinMs ?? REQUEST_TIMEOUT_MS;
   app.server.on('connection', (socket: Socket) => {
     unused.add(socket);
-    socket.once('close', () => unused.delete(socket));
+    // one that has not sent a whole request by then is ended (silent, or its headers trickled):
+    // Node's own check of requestTimeout (every 30 s, by when each request began) was seen to
+    // leave connections opened in one burst open for minutes
+    const late = setTimeout(() => unused.has(socket) && socket.destroy(), firstRequestWithinMs).unref();
+    socket.once('close', () => {
+      unused.delete(socket);
+      clearTimeout(late);
+    });
   });
   app.server.on('request', (req: { socket: Socket }) => unused.delete(req.socket));
   // ended once the server stops accepting (Fastify calls its close after the preClose hooks, as

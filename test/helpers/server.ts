@@ -131,6 +131,8 @@ export interface ServerOptions {
   readonly demo?: 'eager' | 'lazy';
   /** receives the server's log lines (set LOG_LEVEL in env to see them) */
   readonly logStream?: NodeJS.WritableStream;
+  /** how long a connection may take to send its first whole request (default the app's) */
+  readonly firstRequestWithinMs?: number;
 }
 
 export async function startServer(o: ServerOptions = {}): Promise<TestServer> {
@@ -143,7 +145,7 @@ export async function startServer(o: ServerOptions = {}): Promise<TestServer> {
     limits: { ...base.limits, ...(o.limits ?? {}) },
   };
   const [, image] = await Promise.all([config.databaseUrl ? undefined : copyStore(dataDir), config.demoDatabaseUrl ? undefined : demoImage()]);
-  const svc = await buildApp(config, { ...(image ? { demoImage: image } : {}), ...(o.demo === 'eager' ? { awaitDemo: true } : { demo: 'lazy' as const }), ...(o.logStream ? { logStream: o.logStream } : {}) });
+  const svc = await buildApp(config, { ...(image ? { demoImage: image } : {}), ...(o.demo === 'eager' ? { awaitDemo: true } : { demo: 'lazy' as const }), ...(o.logStream ? { logStream: o.logStream } : {}), ...(o.firstRequestWithinMs ? { firstRequestWithinMs: o.firstRequestWithinMs } : {}) });
   await svc.app.listen({ host: '127.0.0.1', port: 0 });
   const addr = svc.app.server.address();
   if (!addr || typeof addr === 'string') throw new Error('no address');
