@@ -44,7 +44,7 @@ export interface ReadOnlyRequest<R = unknown[]> {
   readonly cursor?: string;
   /** aborted: the statement is cancelled at the database and the read fails with `aborted` */
   readonly signal?: AbortSignal;
-  /** the row as handed to `onRows`, and its bytes; default: the parsed values as they are, measured by valueBytes (then R is unknown[]) */
+  /** the row as handed to `onRows`, and its bytes; default: the parsed values as they are, measured by valueBytes (then R is unknown[]). A throw fails the read (`consumer`) */
   readonly shape?: (values: unknown[]) => ShapedRow<R>;
   /**
    * bytes the statement's next row may declare on the wire; a larger row is refused before it is
@@ -317,7 +317,18 @@ export async function runReadOnly<R = unknown[]>(client: pg.ClientBase, req: Rea
         let row: R;
         let b = 0;
         if (shape) {
-          const s = shape(values);
+          let s: ShapedRow<R>;
+          try {
+            s = shape(values);
+          } catch (err) {
+            // a row the consumer cannot take (a value nested too deeply to answer): the read fails
+            // with it, the statement is stopped; not thrown into the driver, which would take it
+            // for a broken connection
+            consumerError ??= err;
+            stopReading();
+            notify();
+            return;
+          }
           row = s.row;
           b = s.bytes;
         } else {

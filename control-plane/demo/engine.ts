@@ -10,7 +10,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { EmbeddedError, EmbeddedPostgres, IMAGE_INITDB, IMAGE_ONLY_POSTGRES, siblingModule } from '../embedded/index.js';
-import type { ReadQueryResult } from '../results/index.js';
+import { VALUE_TOO_DEEP_CODE, valueTooDeep, type ReadQueryResult } from '../results/index.js';
 import { unpackImage, type DataImage } from '../embedded/image-fs.js';
 import { imageFilePath, readImageFile, saveImageFile } from '../embedded/image-file.js';
 import { ApiError } from '../errors.js';
@@ -339,6 +339,7 @@ export class EmbeddedDemoEngine implements DemoEngine {
           { sqlstate: err.sqlState, reason: 'out_of_memory' },
         );
       }
+      if (err instanceof EmbeddedError && err.sqlState === VALUE_TOO_DEEP_CODE) throw valueTooDeep();
       if (err instanceof EmbeddedError && err.code === 'EMBEDDED_ERR_SQL') throw new DemoQueryError('DEMO_ERR_SQL', err.message, { sqlState: err.sqlState });
       throw new DemoQueryError('DEMO_ERR_UNAVAILABLE', 'the demo engine failed while running the statement');
     } finally {

@@ -5,7 +5,7 @@
 import { parentPort } from 'node:worker_threads';
 import { messages as wire, PGlite, parse as results, protocol, type PGliteOptions } from '@electric-sql/pglite';
 import { ImageFs } from './image-fs.js';
-import { collectRows, FETCH_BATCH, firstFetch, type Batch, type ReadQueryResult, type Row } from '../results/index.js';
+import { collectRows, FETCH_BATCH, firstFetch, isValueTooDeep, VALUE_TOO_DEEP_CODE, type Batch, type ReadQueryResult, type Row } from '../results/index.js';
 import type { BatchItem, BatchItemResult, ReadQuerySpec, Request, Response, WorkerErrorInfo } from './messages.js';
 
 if (!parentPort) throw new Error('embedded/worker.ts must run in a worker thread');
@@ -31,6 +31,8 @@ function database(): PGlite {
 }
 
 function errorInfo(err: unknown): WorkerErrorInfo {
+  // a value nested too deeply to answer (results/rows.ts jsonRow): the host answers it again
+  if (isValueTooDeep(err)) return { message: err.message, code: VALUE_TOO_DEEP_CODE };
   const e = err as { message?: unknown; code?: unknown; position?: unknown };
   const info: { message: string; code?: string; position?: number } = {
     // the filesystem layer throws plain objects ({errno, code}), not Errors

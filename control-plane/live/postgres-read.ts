@@ -10,7 +10,7 @@
  */
 import type pg from 'pg';
 import { runReadOnly, type ReadFailure } from '../../pg-read/index.js';
-import { jsonRow, uniqueColumnNames, type ColumnInfo, type ReadQueryResult, type Row } from '../results/index.js';
+import { isValueTooDeep, jsonRow, uniqueColumnNames, type ColumnInfo, type ReadQueryResult, type Row } from '../results/index.js';
 import { ApiError } from '../errors.js';
 
 export interface CollectedRead {
@@ -73,8 +73,12 @@ export async function readCollected(client: pg.ClientBase, o: CollectedRead): Pr
   return { ok: true, settled: out.settled, result: { columns, rows, truncated: r.truncated, bytes: r.rows === 0 ? 2 : r.bytes + 1 } };
 }
 
-/** A message the wire guard refused, as the API answers it (400 invalid_sql); undefined for other failures. */
+/**
+ * A message the wire guard refused, or a value nested too deeply to answer (results/rows.ts
+ * jsonRow, thrown by `shape`), as the API answers it (400 invalid_sql); undefined for other failures.
+ */
 export function oversizeError(f: ReadFailure, maxBytes: number): ApiError | undefined {
+  if (f.kind === 'consumer' && isValueTooDeep(f.error)) return f.error;
   if (f.kind === 'row_too_large') {
     return new ApiError(
       'invalid_sql',

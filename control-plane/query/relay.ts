@@ -6,7 +6,7 @@
  */
 import { ProtocolError, type QueryStream } from '../../protocol/index.js';
 import { RelayStreamError } from '../../protocol/relay-contract.js';
-import { MAX_VALUE_DEPTH, nestedDeeperThan, RowCollector, uniqueColumnNames, type ColumnInfo, type ReadQueryResult } from '../results/index.js';
+import { isValueTooDeep, RowCollector, uniqueColumnNames, valueTooDeep, type ColumnInfo, type ReadQueryResult } from '../results/index.js';
 import { ApiError, isApiError } from '../errors.js';
 import { statementRejected } from './errors.js';
 import type { ParsedScopes } from '../catalogue/index.js';
@@ -119,7 +119,7 @@ export async function runOnRelay(
   let columns: ColumnInfo[] = [];
   let collector: RowCollector | undefined;
   let relayTruncated = false; // the relay stopped early (its own caps, or a row too large to read)
-  let tooDeep = false;
+  let tooDeep: ApiError | undefined;
   try {
     for await (const ev of stream) {
       if (ev.type === 'columns') {
@@ -130,12 +130,14 @@ export async function runOnRelay(
         collector ??= new RowCollector(columns, limits.maxRows, limits.maxBytes);
         let more = true;
         for (const row of ev.rows) {
-          // checked before the row is built: building it recurses once per level
-          if (row.some((v) => nestedDeeperThan(v))) {
-            tooDeep = true;
+          try {
+            if (!(more = collector.add(row))) break;
+          } catch (err) {
+            // a value nested too deeply to build (results/rows.ts jsonRow): the statement's answer
+            if (!isValueTooDeep(err)) throw err;
+            tooDeep = err;
             break;
           }
-          if (!(more = collector.add(row))) break;
         }
         if (!more || tooDeep) {
           stream.cancel(tooDeep ? 'value too deep' : 'cap reached'); // the relay stops reading the rest
@@ -155,7 +157,7 @@ export async function runOnRelay(
     clearTimeout(timer);
     signal?.removeEventListener('abort', onAbort);
   }
-  if (tooDeep) throw valueTooDeep();
+  if (tooDeep) throw tooDeep;
   const c = collector ?? new RowCollector(columns, limits.maxRows, limits.maxBytes);
   return { columns, rows: c.rows, truncated: c.truncated || relayTruncated, bytes: c.bytes };
 }
@@ -196,16 +198,4 @@ export function relayFailure(err: ProtocolError, relayId: string, timeoutMs: num
   }
   if (sqlstate || err.code === RelayStreamError.QUERY) return statementRejected("the relay's database", err.message, { sqlstate });
   return new ApiError('relay_unavailable', `the relay could not run the statement: ${err.message}`, { relay_id: relayId, reason: err.code });
-}
-
-/**
- * A value of the result nested too deeply to answer as JSON (the control plane's bound, or one the
- * relay could not even encode): the statement ran, so it is charged like a row too large.
- */
-function valueTooDeep(relayMessage?: string): ApiError {
-  return new ApiError(
-    'invalid_sql',
-    `a value of the result nests arrays or objects more than ${MAX_VALUE_DEPTH} levels deep, too deep to answer as JSON${relayMessage ? ` (the relay: ${relayMessage})` : ''}; select a part of it (e.g. j #> '{0,0}') or its text (j::text)`,
-    { reason: 'value_too_deep', max_depth: MAX_VALUE_DEPTH },
-  );
 }

@@ -4,6 +4,7 @@
  * (else strings), numerics as numbers when the decimal text round-trips exactly (else strings),
  * bytea as base64, json/jsonb as parsed values.
  */
+import { ApiError } from '../errors.js';
 
 /**
  * The deepest a value's arrays and objects may nest in an answer. A JSON document can be nested
@@ -27,6 +28,29 @@ export function nestedDeeperThan(value: unknown, max: number = MAX_VALUE_DEPTH):
     for (const child of Array.isArray(v) ? v : Object.values(v as object)) if (isContainer(child)) stack.push([child, depth + 1]);
   }
   return false;
+}
+
+/**
+ * The code an engine thread (embedded/worker.ts) reports {@link valueTooDeep} with in place of a
+ * SQLSTATE: the error's class does not cross the thread, the host answers `valueTooDeep()` again.
+ */
+export const VALUE_TOO_DEEP_CODE = 'SVC_VALUE_TOO_DEEP';
+
+/** whether `err` is {@link valueTooDeep}'s error */
+export function isValueTooDeep(err: unknown): err is ApiError {
+  return err instanceof ApiError && err.details?.['reason'] === 'value_too_deep';
+}
+
+/**
+ * A value of the result nested too deeply to answer as JSON (our bound, or one a relay could not
+ * even encode): the statement ran, so it is charged like a row too large (engine.ts ranAtSource).
+ */
+export function valueTooDeep(relayMessage?: string): ApiError {
+  return new ApiError(
+    'invalid_sql',
+    `a value of the result nests arrays or objects more than ${MAX_VALUE_DEPTH} levels deep, too deep to answer as JSON${relayMessage ? ` (the relay: ${relayMessage})` : ''}; select a part of it (e.g. j #> '{0,0}') or its text (j::text)`,
+    { reason: 'value_too_deep', max_depth: MAX_VALUE_DEPTH },
+  );
 }
 
 function isContainer(v: unknown): boolean {

@@ -4,7 +4,7 @@
  * `JSON.stringify(rows)` in the response.
  */
 import type { ColumnInfo, ReadQueryResult, Row } from './result.js';
-import { toJsonValue } from './json-values.js';
+import { nestedDeeperThan, toJsonValue, valueTooDeep } from './json-values.js';
 
 export function uniqueColumnNames(names: readonly string[]): string[] {
   const seen = new Map<string, number>();
@@ -25,11 +25,18 @@ export function uniqueColumnNames(names: readonly string[]): string[] {
   });
 }
 
-/** One row as the API answers it: the values in column order, as JSON values under the (unique) column names. */
+/**
+ * One row as the API answers it: the values in column order, as JSON values under the (unique)
+ * column names. A value nested more than MAX_VALUE_DEPTH levels deep throws `valueTooDeep()`
+ * (400 invalid_sql, reason value_too_deep), checked before the row is built: building and
+ * serialising it recurse once per level and would overflow the stack, which every engine read
+ * as a lost connection or an internal error.
+ */
 export function jsonRow(columns: readonly ColumnInfo[], values: readonly unknown[]): Row {
   const row: Row = Object.create(null) as Row; // a column named __proto__ stays a plain key
   for (let i = 0; i < columns.length; i++) {
     const col = columns[i] as ColumnInfo;
+    if (nestedDeeperThan(values[i])) throw valueTooDeep();
     row[col.name] = toJsonValue(values[i], col.type_oid);
   }
   return row;
