@@ -200,19 +200,26 @@ export function poolWaitMs(timeoutMs: number): number {
 }
 
 /**
- * A pool connection, or undefined when none is handed over within `ms`; one handed over later is
- * given back at once (a waiter cannot leave pg's queue).
+ * A pool connection, or undefined when none is handed over within `ms` or `signal` aborts first;
+ * one handed over later is given back at once (a waiter cannot leave pg's queue).
  */
-async function connectWithin(pool: pg.Pool, ms: number): Promise<pg.PoolClient | undefined> {
+async function connectWithin(pool: pg.Pool, ms: number, signal: AbortSignal): Promise<pg.PoolClient | undefined> {
   const pending = pool.connect();
   let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<undefined>((resolve) => (timer = setTimeout(resolve, ms, undefined)));
+  let onAbort: (() => void) | undefined;
+  const late = new Promise<undefined>((resolve) => {
+    timer = setTimeout(resolve, ms, undefined);
+    onAbort = () => resolve(undefined);
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
   try {
     const got = await Promise.race([pending, late]);
     if (!got) pending.then((c) => c.release(), () => undefined);
     return got;
   } finally {
     clearTimeout(timer);
+    if (onAbort) signal.removeEventListener('abort', onAbort);
   }
 }
 
@@ -310,7 +317,7 @@ export function createExecutor(opts: ExecutorOptions): Executor {
     const full = pool.idleCount === 0 && pool.totalCount >= poolSize;
     const waitMs = poolWaitMs(timeoutMs);
     try {
-      client = await connectWithin(pool, waitMs);
+      client = await connectWithin(pool, waitMs, q.signal);
     } catch (err) {
       const message = mapError(err).message;
       databaseState(false, message, began);
@@ -318,6 +325,8 @@ export function createExecutor(opts: ExecutorOptions): Executor {
       return;
     }
     if (!client) {
+      // cancelled while it waited (revoked, the agent gone): nothing ran, and nothing is said of the database
+      if (q.signal.aborted) return;
       // nothing ran: said before the stream's deadline, which the control plane would charge as a
       // statement cancelled at the database
       if (full) {

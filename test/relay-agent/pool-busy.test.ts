@@ -9,8 +9,21 @@ import { ProtocolError } from '../../protocol/index.js';
 import { poolWaitMs, POOL_WAIT_MARGIN_MS } from '../../relay-agent/executor.js';
 import { relayFailure } from '../../control-plane/query/relay.js';
 import { ranAtSource } from '../../control-plane/query/engine.js';
-import { customerDatabase } from '../helpers/customer-db.js';
+import { customerDatabase, type CustomerDatabase } from '../helpers/customer-db.js';
+import type { TapTest } from '../helpers/tap.js';
 import { executorSession } from '../helpers/executor-session.js';
+
+/**
+ * A customer database on a real PostgreSQL, or undefined (skipped): PGlite runs its statements on
+ * this process's thread, where a pg_sleep holds every timer, the relay's bound on the wait too.
+ */
+async function realPostgres(t: TapTest, prefix: string): Promise<CustomerDatabase | undefined> {
+  const cdb = await customerDatabase(prefix);
+  t.teardown(() => cdb.drop());
+  if (cdb.kind === 'postgres') return cdb;
+  t.skip('needs a real PostgreSQL: a statement on the embedded stand-in holds this process, timers included', () => undefined);
+  return undefined;
+}
 
 t.test('a query waits for a pool connection until just before its deadline', async (t) => {
   t.equal(poolWaitMs(30_000), 30_000 - POOL_WAIT_MARGIN_MS);
@@ -29,14 +42,8 @@ t.test("RELAY_ERR_POOL_BUSY is the agent's retryable 503, not charged", async (t
 });
 
 t.test('a query behind a busy pool is answered RELAY_ERR_POOL_BUSY before its deadline', async (t) => {
-  const cdb = await customerDatabase('svc_relay_pool');
-  t.teardown(() => cdb.drop());
-  // PGlite runs its statements on this process's thread: a pg_sleep there holds every timer, the
-  // relay's bound on the wait too, so the wait can only be timed against a real server
-  if (cdb.kind !== 'postgres') {
-    t.skip('needs a real PostgreSQL: a statement on the embedded stand-in holds this process, timers included', () => undefined);
-    return;
-  }
+  const cdb = await realPostgres(t, 'svc_relay_pool');
+  if (!cdb) return;
   const { server, exec } = executorSession(t, { databaseUrl: cdb.url, poolSize: 1, applicationName: 'svc-relay-test' });
   await server.ready;
   // the pool's one connection, held by a statement that outlasts the next one's deadline
@@ -53,4 +60,27 @@ t.test('a query behind a busy pool is answered RELAY_ERR_POOL_BUSY before its de
   // the connection the given-up query was handed late went back to the pool
   const next = await server.openStream({ statement: 'SELECT 2 AS two', timeoutMs: 5_000 }).collect();
   t.same(next.rows, [[2]]);
+});
+
+t.test('a query cancelled while it waits for a pool connection stops waiting at once', async (t) => {
+  // review: it waited for the bound (up to its deadline) and, with the pool not full, then said
+  // the database was unreachable
+  const cdb = await realPostgres(t, 'svc_relay_pool_cancel');
+  if (!cdb) return;
+  const states: unknown[] = [];
+  const { server, exec } = executorSession(t, { databaseUrl: cdb.url, poolSize: 1, applicationName: 'svc-relay-test', onDatabaseState: (s) => states.push(s) });
+  await server.ready;
+  let holderDone = false;
+  const holder = server.openStream({ statement: 'SELECT pg_sleep(1.5)', timeoutMs: 20_000 }).collect().finally(() => (holderDone = true));
+  while (exec.inflight < 1) await new Promise((r) => setTimeout(r, 10));
+  const waiting = server.openStream({ statement: 'SELECT 1', timeoutMs: 20_000 });
+  const answer = waiting.collect().then(() => undefined, (e: unknown) => e);
+  while (exec.inflight < 2) await new Promise((r) => setTimeout(r, 10));
+  waiting.cancel('the agent left');
+  await answer;
+  while (exec.inflight > 1 && !holderDone) await new Promise((r) => setTimeout(r, 10));
+  t.notOk(holderDone, 'it stopped waiting while the connection was still held');
+  t.equal(exec.inflight, 1);
+  await holder;
+  t.notOk(states.some((s) => (s as { reachable?: boolean }).reachable === false), 'the database is not reported unreachable');
 });
