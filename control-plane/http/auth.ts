@@ -56,11 +56,15 @@ export function cachedKeyAnswer(keys: KeyCache): (req: FastifyRequest, api: ApiE
   };
 }
 
-/** how many Authorization headers a request carries (rawHeaders: name, value, name, value, …) */
-function authorizationHeaders(raw: readonly string[]): number {
+/**
+ * Whether a request carries more than one Authorization header (rawHeaders: name, value, …). Node
+ * keeps the first; a proxy in front may check another, so such a request is refused (401).
+ */
+export function severalAuthorizations(req: FastifyRequest): boolean {
+  const raw = req.raw.rawHeaders;
   let n = 0;
-  for (let i = 0; i < raw.length; i += 2) if (raw[i]?.toLowerCase() === 'authorization') n++;
-  return n;
+  for (let i = 0; i < raw.length; i += 2) if (raw[i]?.toLowerCase() === 'authorization' && ++n > 1) return true;
+  return false;
 }
 
 export function registerAuth(app: FastifyInstance, keys: KeyCache): void {
@@ -68,7 +72,7 @@ export function registerAuth(app: FastifyInstance, keys: KeyCache): void {
     if (req.routeOptions.config?.public || req.routeOptions.url === undefined) return;
     const header = req.headers.authorization;
     // Node keeps the first of several Authorization headers; a proxy in front may check another
-    if (header && authorizationHeaders(req.raw.rawHeaders) > 1) throw new ApiError('unauthorized', `more than one Authorization header; ${HINT}`, undefined, { 'WWW-Authenticate': 'Bearer' });
+    if (header && severalAuthorizations(req)) throw new ApiError('unauthorized', `more than one Authorization header; ${HINT}`, undefined, { 'WWW-Authenticate': 'Bearer' });
     if (!header) throw new ApiError('unauthorized', `missing Authorization header; ${HINT}`, undefined, { 'WWW-Authenticate': 'Bearer' });
     const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
     if (!m || !m[1]) throw new ApiError('unauthorized', `malformed Authorization header; ${HINT}`, undefined, { 'WWW-Authenticate': 'Bearer' });

@@ -7,6 +7,7 @@
  */
 import { timingSafeEqual } from 'node:crypto';
 import { ApiError } from '../errors.js';
+import { severalAuthorizations } from '../http/auth.js';
 import type { DemoEngine } from '../demo/query.js';
 import type { App, Services } from './context.js';
 
@@ -128,7 +129,7 @@ export function registerMetrics(app: App, s: Services, demo: () => DemoEngine | 
     if (token !== undefined) {
       const given = Buffer.from(/^Bearer (.+)$/i.exec(req.headers.authorization ?? '')?.[1] ?? '');
       const wanted = Buffer.from(token);
-      if (given.length !== wanted.length || !timingSafeEqual(given, wanted)) {
+      if (given.length !== wanted.length || !timingSafeEqual(given, wanted) || severalAuthorizations(req)) {
         throw new ApiError('unauthorized', 'GET /metrics needs Authorization: Bearer <SVC_METRICS_TOKEN>');
       }
     }
