@@ -9,6 +9,7 @@
  * back; a connection goes back to the pool only after a clean ROLLBACK, never after a kill, a cap
  * reached mid-result, a wire-guard close or a connection error.
  */
+import net from 'node:net';
 import type { Connection, ConnectionOptions, SslOptions } from 'mysql2';
 import type { ParsedScopes, Target } from '../../catalogue/index.js';
 import { checkDatabaseAddress, credentialRejected, databaseCredentialKind, databaseEndpoint, parseDatabaseUrl, scrub, type DatabaseOptions, type DatabaseUrl } from '../../credentials/database.js';
@@ -168,9 +169,11 @@ export class MysqlConnector implements LiveConnector {
     const deadline = Date.now() + ctx.limits.timeoutMs;
     const ssl = tlsFor(opts);
     const settings = (): ConnectionOptions => ({
-      // verify-full checks the certificate against the host name, so it connects by name (a
-      // different answer from DNS cannot present that name's certificate); else the checked address
-      host: opts.sslmode === 'verify-full' ? url.host : address,
+      // always the checked address. verify-full checks the certificate against the host name, so
+      // the driver is given the name (its TLS servername and identity check) and a socket already
+      // opened to the checked address: its own lookup of the name, which a rebinding DNS could
+      // answer with a private or metadata address, never happens
+      ...(opts.sslmode === 'verify-full' ? { host: url.host, stream: () => net.connect({ host: address, port: url.port, noDelay: true }) } : { host: address }),
       port: url.port,
       user: url.user,
       password: url.password,
