@@ -42,6 +42,8 @@ const bad = (field: string, message: string): ApiError => new ApiError('invalid_
 export function parseDatabaseUrl(secret: string, schemes: readonly string[], defaultPort: number, example: string): DatabaseUrl {
   // a `#` left unencoded in a password starts the fragment: `u:1234#x@db` reads as host `u`, port 1234
   if (/#.*@/.test(secret)) throw bad('secret', 'the URL has a # before its @: percent-encode # in the user name or password as %23');
+  // so does an unencoded ?: `u:S3cr@t?Xy9@db` reads as host `t` and a parameter named "Xy9@db/…", which no message repeats
+  if (/\?.*@/.test(secret)) throw bad('secret', 'the URL has a ? before its @: percent-encode ? in the user name or password as %3F (and @ as %40)');
   let u: URL;
   try {
     u = new URL(secret);

@@ -27,6 +27,16 @@ t.test('URLs become explicit settings', async (t) => {
   for (const s of ['postgres://u:1234#x@db/app', 'postgres://u:pa#ss@db/app']) {
     t.throws(() => pgUrl(s), { code: 'invalid_request', message: /# before its @: percent-encode # .* as %23/ }, s);
   }
+  // an unencoded ? in a password (with an @ before it) starts the query: `reader:S3cr@t?Xy9kq@db…` read as
+  // password 'S3cr', host 't' and a parameter named "Xy9kq@db.example.com/app", which the message repeated
+  for (const s of ['postgres://reader:S3cr@t?Xy9kq@db.example.com/app', 'postgres://reader:S3cr@t?pass=word@db.example.com/app']) {
+    t.throws(() => pgUrl(s), { code: 'invalid_request', message: /\? before its @: percent-encode \? .* as %3F/ }, s);
+    try {
+      pgUrl(s);
+    } catch (err) {
+      t.notMatch((err as Error).message, /Xy9|kq|pass=|=word|db\.example/, 'no part of the password in the message');
+    }
+  }
 });
 
 t.test('where to connect: private addresses by configuration, the control plane’s own databases never', async (t) => {
