@@ -238,8 +238,10 @@ export async function checkDatabaseAddress(kind: string, url: DatabaseUrl, o: { 
 }
 
 /**
- * Remove every trace of a credential from a driver's message before it goes anywhere (error
- * bodies, audit events, logs): the whole secret, the password, and the user name.
+ * Remove the credential's secrets from a driver's message before it goes anywhere (error bodies,
+ * audit events, logs): the whole secret and the password, as written and percent-encoded. The
+ * user name is left (a server's "password authentication failed for user …" names it, and it is
+ * the organization's own).
  */
 export function scrub(message: string, secret: string, url?: DatabaseUrl): string {
   let out = message;
