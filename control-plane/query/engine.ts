@@ -182,8 +182,8 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
   /**
    * Answers an error, audited. With `money`, the reservation is given back (`refund`) or charged
    * the query price with no egress (`charge`) in the same statement as the audit event, so no
-   * money moves without its event. A charge is made under the connection's row lock: if the
-   * connection was revoked or expired, its key revoked or its relay deleted meanwhile, the
+   * money moves without its event. A charge or a refund is made under the connection's row lock:
+   * if the connection was revoked or expired, its key revoked or its relay deleted meanwhile, the
    * statement is answered as stopped (410) and nothing is charged, as on the success path.
    */
   const fail = async (err: unknown, extra: Record<string, unknown> = {}, money?: { readonly reservation: Reservation; readonly kind: 'refund' | 'charge'; readonly stopped?: () => ApiError | undefined }): Promise<never> => {
@@ -213,16 +213,20 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
       const r = money.reservation;
       let mode: SettleMode = money.kind === 'charge' ? 'settle' : 'refund';
       const gone = money.kind === 'charge' ? money.stopped?.() : undefined;
+      // a refund is checked too (unless already answered as stopped): a statement that failed in
+      // a way not charged after a revocation made elsewhere (not yet seen here) answers 410 too
+      let check = api.code !== 'connection_revoked';
       const stop = (why: ApiError): void => {
         api = why;
         fields = { ...extra, outcome: 'error' };
         mode = 'refund';
+        check = false;
       };
       if (gone) stop(gone);
       while (!event) {
         if (mode !== 'refund') fields = { ...extra, cost_cents: mode === 'settle' ? centsFromNc(queryCostNc(0)) : 0, billed_to: r.payer };
         const ev = pending();
-        const done = await settleQuery(deps.store, { mode, reservation: r, bytes: 0, connectionId: conn.id, check: mode === 'settle' ? checkFor : undefined, count: false, event: ev });
+        const done = await settleQuery(deps.store, { mode, reservation: r, bytes: 0, connectionId: conn.id, check: check && mode !== 'none' ? checkFor : undefined, count: false, event: ev });
         if (done.outcome === 'ok') event = ev.appended(done.row);
         else if (done.outcome === 'swept') mode = 'none'; // given back already: audited with no charge
         else stop(await settledStop(done.outcome));
