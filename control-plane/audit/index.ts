@@ -134,9 +134,23 @@ export async function* eventsOf(store: Store, connectionId: string, afterSeq = 0
   }
 }
 
-export async function listEvents(store: Store, connectionId: string, afterSeq: number, limit: number): Promise<AuditEvent[]> {
-  const rows = await store.query<EventRow>('SELECT seq, body, hash FROM audit_events WHERE connection_id = $1 AND seq > $2 ORDER BY seq LIMIT $3', [connectionId, afterSeq, limit]);
+async function listEvents(sql: Sql, connectionId: string, afterSeq: number, limit: number): Promise<AuditEvent[]> {
+  const rows = await sql.query<EventRow>('SELECT seq, body, hash FROM audit_events WHERE connection_id = $1 AND seq > $2 ORDER BY seq LIMIT $3', [connectionId, afterSeq, limit]);
   return rows.map((r) => toEvent(parse(r)));
+}
+
+/**
+ * A page of a connection's events and its head, from one snapshot of the store (other replicas
+ * may be appending): no event of the page passes the head, and the head is where the chain ended
+ * when the page was read.
+ */
+export async function pageOf(store: Store, connectionId: string, afterSeq: number, limit: number): Promise<{ head: { seq: number; hash: string }; events: AuditEvent[] }> {
+  return store.tx(async (sql) => {
+    await sql.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY');
+    const [c] = await sql.query<{ head_hash: string; head_seq: number }>('SELECT head_hash, head_seq FROM connections WHERE id = $1', [connectionId]);
+    if (!c) throw new AuditError(`connection ${connectionId} not found`);
+    return { head: { seq: c.head_seq, hash: c.head_hash }, events: await listEvents(sql, connectionId, afterSeq, limit) };
+  });
 }
 
 /**

@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
 import { Type } from 'typebox';
-import { canon, eventsOf, listEvents, toEvent, verifyConnection } from '../audit/index.js';
+import { canon, eventsOf, pageOf, toEvent, verifyConnection } from '../audit/index.js';
 import { getConnection } from '../connections/index.js';
 import { principalOf } from '../http/auth.js';
 import { type App, type Services, errors, limitParam, pageLimit } from './context.js';
@@ -39,14 +39,14 @@ export function auditRoutes(app: App, s: Services): void {
         }
         return reply.send(Readable.from(lines()));
       }
-      const events = await listEvents(s.store, conn.id, after, limit);
+      const { head, events } = await pageOf(s.store, conn.id, after, limit);
       const last = events[events.length - 1];
       return {
         connection_id: conn.id,
         audit_genesis_hash: conn.genesis_hash,
-        head: { seq: conn.head_seq, hash: conn.head_hash },
+        head,
         events,
-        next_after_seq: last && last.seq < conn.head_seq ? last.seq : null,
+        next_after_seq: last && last.seq < head.seq ? last.seq : null,
       };
     },
   );
