@@ -208,11 +208,12 @@ export async function reserve(store: Store, orgId: string, maxResultBytes: numbe
     let releasedMeanwhile: boolean;
     try {
       [r] = await store.query<ReserveAnswer>(
-        'SELECT o_outcome, o_grant, o_paying, o_wallet FROM svc_reserve($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)',
+        // the store's clock, not this replica's: the hold's time is what a sweep on any replica
+        // measures its age by (sweepReservations), and replicas' clocks may differ
+        'SELECT o_outcome, o_grant, o_paying, o_wallet FROM svc_reserve($1, $2, now(), $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)',
         [
           id,
           orgId,
-          new Date().toISOString(),
           maxResultBytes,
           mayWait,
           TRIAL.queries,
@@ -369,11 +370,12 @@ async function giveBack(sql: Sql, orgId: string, payer: Payer, heldNc: number, e
  * and settle left held. Run at start and periodically; returns how many were swept.
  */
 export async function sweepReservations(store: Store, olderThanMs: number): Promise<number> {
-  const cutoff = new Date(Date.now() - olderThanMs).toISOString();
   return store.tx(async (sql) => {
+    // by the store's clock, which stamped the holds (reserve): a replica whose clock is ahead would
+    // otherwise take holds of queries still running elsewhere for stale, and answer them free
     const stale = await sql.query<{ org_id: string; payer: Payer; held_nc: number; egress_held: number }>(
-      'DELETE FROM reservations WHERE created_at < $1 RETURNING org_id, payer, held_nc, egress_held',
-      [cutoff],
+      "DELETE FROM reservations WHERE created_at < now() - $1 * interval '1 millisecond' RETURNING org_id, payer, held_nc, egress_held",
+      [olderThanMs],
     );
     for (const r of stale) await giveBack(sql, r.org_id, r.payer, Number(r.held_nc), Number(r.egress_held));
     return stale.length;
