@@ -28,7 +28,11 @@ const CHECKPOINTS: CheckpointPolicy = { everyMs: 60_000, walBytes: 16 * 1024 * 1
 /** The store in an embedded PGlite under a data directory (its own worker thread). */
 export async function openEmbeddedStore(dir: string, template?: Uint8Array, checkpoints: Partial<CheckpointPolicy> = {}): Promise<Store> {
   const policy: CheckpointPolicy = { ...CHECKPOINTS, ...checkpoints };
-  await fs.mkdir(dir, { recursive: true });
+  // its owner's alone: PGlite writes most files (WAL, catalogs) 0666 whatever the umask, and the
+  // store holds the audit trail's statements, key hashes and balances; an existing directory
+  // (made 0755 by an earlier version) is closed too
+  await fs.mkdir(dir, { recursive: true, mode: 0o700 });
+  await fs.chmod(dir, 0o700);
   const fresh = (await fs.readdir(dir)).length === 0;
   if (fresh && !template) {
     // creating a database touches several hundred MB that its thread keeps: create it in a thread
