@@ -30,9 +30,12 @@ export async function openEmbeddedStore(dir: string, template?: Uint8Array, chec
   const policy: CheckpointPolicy = { ...CHECKPOINTS, ...checkpoints };
   // its owner's alone: PGlite writes most files (WAL, catalogs) 0666 whatever the umask, and the
   // store holds the audit trail's statements, key hashes and balances; an existing directory
-  // (made 0755 by an earlier version) is closed too
+  // (made 0755 by an earlier version) is closed too, unless another user owns it (EPERM: left as
+  // its owner set it, e.g. a mounted volume)
   await fs.mkdir(dir, { recursive: true, mode: 0o700 });
-  await fs.chmod(dir, 0o700);
+  await fs.chmod(dir, 0o700).catch((err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPERM') throw err;
+  });
   const fresh = (await fs.readdir(dir)).length === 0;
   if (fresh && !template) {
     // creating a database touches several hundred MB that its thread keeps: create it in a thread
