@@ -87,6 +87,13 @@ t.test('a statement the control plane cancels does not make the database unreach
   // deadline on the control plane's side logged "cannot reach the database (… cancelled by the
   // peer: revoked)" and then "the database answers": the cancellation taken for a database failure
   const cdb = await customerDatabase('svc_relay_dbstate_cancel');
+  if (!cdb.cancelAtDatabase) {
+    // a statement on the embedded stand-in runs on this process's thread and cannot be stopped:
+    // the long statement below would hold the test for good
+    await cdb.drop();
+    t.skip('needs a real PostgreSQL: nothing can cancel a running statement on the embedded stand-in', () => undefined);
+    return;
+  }
   const states: State[] = [];
   const exec = createExecutor({ databaseUrl: cdb.url, onDatabaseState: (s) => states.push(s) });
   const watch = new pg.Client({ connectionString: cdb.url });
