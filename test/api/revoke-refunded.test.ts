@@ -1,10 +1,10 @@
 /**
  * A statement that reached its source and then failed in a way that is not charged (here SQLSTATE
- * 42703, an unknown column, through a relay, found by the database once a lock it waited for is released), after
- * its connection was revoked through another replica (committed straight into the store, which this
-replica's registry does not hear of, as in test/api/revoke-running), is answered 410 connection_revoked and
- * audited so (docs/billing.md: "revoked … before it was settled is answered 410 and not charged,
- * whatever else happened to it"), like one that failed in a charged way or succeeded. Its refund
+ * 42703, an unknown column, through a relay, found by the database once a lock it waited for is
+ * released), after its connection was revoked through another replica (committed straight into
+ * the store, which this replica's registry does not hear of, as in test/api/revoke-running), is
+ * answered 410 connection_revoked and audited so (docs/billing.md: "revoked … before it was
+ * settled is answered 410 and not charged, whatever else happened to it"), like one that failed in a charged way or succeeded. Its refund
  * used not to read the connection under its row lock: it was answered 400 invalid_sql and audited
  * `refused` after `connection.revoked`.
  */
