@@ -4,4 +4,4 @@
  */
 export type { ColumnInfo, ReadQueryResult, Row } from './result.js';
 export { collectRows, FETCH_BATCH, firstFetch, jsonRow, RowCollector, uniqueColumnNames, type Batch } from './rows.js';
-export { isValueTooDeep, MAX_VALUE_DEPTH, nestedDeeperThan, toJsonValue, VALUE_TOO_DEEP_CODE, valueTooDeep } from './json-values.js';
+export { isValueTooDeep, toJsonValue, VALUE_TOO_DEEP_CODE, valueTooDeep } from './json-values.js';

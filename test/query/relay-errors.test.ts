@@ -18,6 +18,8 @@ const cases: [ProtocolError, number, string][] = [
   // a bare SQLSTATE as the code is no RELAY_ERR_* code (no relay ever sent that): the relay failing
   [remote('22012', 'division by zero'), 503, 'relay_unavailable'],
   [remote('RELAY_ERR_INTERNAL', 'boom'), 503, 'relay_unavailable'],
+  // a value the relay's encoder refused (a JSON value nested too deeply): the statement ran
+  [remote('RELAY_ERR_VALUE_UNSENDABLE', 'a value of the result cannot be sent: value is not JSON-serialisable'), 400, 'invalid_sql'],
   // every pool connection busy until just before the deadline: nothing ran (relay-agent/pool-busy)
   [remote('RELAY_ERR_POOL_BUSY', "all 4 of the relay's connections to its database stayed busy"), 503, 'service_unavailable'],
 ];
