@@ -13,7 +13,8 @@ import type { ColumnInfo, Row } from '../results/index.js';
 import { ApiError, isApiError } from '../errors.js';
 import type { Store } from '../store/index.js';
 import type { Metrics } from '../metrics.js';
-import { backendFor, type Backend, type Backends, type PreparedStatement } from './backends.js';
+import { backendFor, type Backend, type Backends, type PreparedStatement, type RunContext } from './backends.js';
+import { startEarly, usableEarly, type EarlyRun, type EarlyStarts } from './early-start.js';
 import { clientClosed } from './errors.js';
 import { stoppedError, type RunningQueries, type RunningQuery, type StopCause } from './running.js';
 
@@ -31,6 +32,8 @@ export interface QueryDeps {
   readonly running: RunningQueries;
   /** statement latency by backend (GET /metrics) */
   readonly metrics?: Metrics;
+  /** which organizations' demo statements start while their reservation is asked for (none: every statement waits for it) */
+  readonly earlyStarts?: EarlyStarts;
 }
 
 export interface ScopeApplied {
@@ -276,10 +279,40 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
   }
 
   const applied = scopeApplied(target, scopes, checked, deps.limits);
+  const runContext = (running: RunningQuery, maxBytes: number, trial: boolean): RunContext => ({
+    orgId,
+    connectionId: conn.id,
+    scopes,
+    limits: { timeoutMs: deps.limits.queryTimeoutMs, maxRows: deps.limits.maxRows, maxBytes },
+    signal: caller.gone ? AbortSignal.any([running.signal, caller.gone]) : running.signal,
+    trial,
+    address: caller.address,
+    onStart: () => (reached = true),
+  });
+  let reached = false; // the statement reached its source (a demo engine admitted it)
+  // a paying organization's demo statement starts while its reservation is asked for (early-start.ts);
+  // from its start it can be stopped by revocation, expiry or relay deletion
+  let running: RunningQuery | undefined;
+  let early: EarlyRun | undefined;
+  if (deps.earlyStarts?.may(orgId, target) && !caller.gone?.aborted) {
+    running = deps.running.start(conn.id, { expiresAt: new Date(conn.expires_at), relayId: scopes.relay, keyId: caller.keyId });
+    early = startEarly(backend, checked, runContext(running, deps.limits.maxResultBytes, false));
+  }
+  /** the statement started early is not used: stopped, and its end waited for (it holds an engine until then) */
+  const dropEarly = async (): Promise<void> => {
+    if (!early) return;
+    const dropped = early;
+    early = undefined;
+    dropped.stop();
+    await dropped.outcome;
+  };
   let reservation: Reservation;
   try {
     reservation = await reserve(deps.store, orgId, deps.limits.maxResultBytes, { waitMs: deps.limits.queryTimeoutMs, connectionId: conn.id, keyId: caller.keyId });
   } catch (err) {
+    deps.earlyStarts?.granted(orgId, undefined, deps.limits.maxResultBytes);
+    await dropEarly();
+    running?.done();
     if (err instanceof ReserveRefused) {
       // revoked since this process cached it (or by another replica): answered as from the store
       if (err.what === 'key') return fail(keyRevokedError(deps, caller.keyId), { tables: checked.tables });
@@ -292,10 +325,16 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
     return fail(err, { tables: checked.tables });
   }
 
+  deps.earlyStarts?.granted(orgId, reservation, deps.limits.maxResultBytes);
   // from here the statement can be stopped by revocation, expiry or relay deletion
-  const running: RunningQuery = deps.running.start(conn.id, { expiresAt: new Date(conn.expires_at), relayId: scopes.relay, keyId: caller.keyId });
+  const live = running ?? deps.running.start(conn.id, { expiresAt: new Date(conn.expires_at), relayId: scopes.relay, keyId: caller.keyId });
+  // started early as if paid from the wallet with the whole response cap: used only when granted so
+  if (early && !usableEarly(reservation, deps.limits.maxResultBytes)) {
+    await dropEarly();
+    reached = false;
+  }
   try {
-    const stopped = (): ApiError | undefined => running.reason();
+    const stopped = (): ApiError | undefined => live.reason();
     // what a failure after this point is audited with, and how its reservation ends
     const ran = { tables: checked.tables, ...auditedSql('sql_executed', checked.sql) };
     const charge = { reservation, kind: 'charge' as const, stopped };
@@ -305,21 +344,19 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
     const measured = (outcome: 'ok' | 'error'): void => {
       if (began > 0) deps.metrics?.querySeconds.observe({ backend: target.backend, outcome }, (performance.now() - began) / 1000);
     };
-    if (caller.gone?.aborted) return fail(stopped() ?? clientClosed(), { ...ran, outcome: 'error' }, giveBack); // gone before it ran
-    let reached = false; // the statement reached its source (a demo engine admitted it)
+    // gone before it ran (one started early has seen its signal: answered below as it ended)
+    if (caller.gone?.aborted && !early) return fail(stopped() ?? clientClosed(), { ...ran, outcome: 'error' }, giveBack);
     try {
-      if (stopped()) throw stopped();
-      began = performance.now();
-      result = await backend.run(checked, {
-        orgId,
-        connectionId: conn.id,
-        scopes,
-        limits: { timeoutMs: deps.limits.queryTimeoutMs, maxRows: deps.limits.maxRows, maxBytes: reservation.maxBytes },
-        signal: caller.gone ? AbortSignal.any([running.signal, caller.gone]) : running.signal,
-        trial: !reservation.paying,
-        address: caller.address,
-        onStart: () => (reached = true),
-      });
+      if (early) {
+        const used = early;
+        early = undefined;
+        began = used.began;
+        result = await used.result();
+      } else {
+        if (stopped()) throw stopped();
+        began = performance.now();
+        result = await backend.run(checked, runContext(live, reservation.maxBytes, !reservation.paying));
+      }
       measured('ok');
     } catch (err) {
       measured('error');
@@ -412,6 +449,6 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
     };
   } finally {
     // answered (rows or an error): a revoke that stopped it may answer now
-    running.done();
+    live.done();
   }
 }

@@ -18,6 +18,7 @@ import type { RunningQueries } from '../query/running.js';
 import type { SqlChecker } from '../query/sql/offload.js';
 import type { CheckCache } from '../query/sql/check-cache.js';
 import type { CheckedQuery } from '../query/sql/index.js';
+import { EarlyStarts } from '../query/early-start.js';
 import { ApiError } from '../errors.js';
 
 export type App = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, FastifyBaseLogger, TypeBoxTypeProvider>;
@@ -63,7 +64,7 @@ export function queryDeps(s: Services): QueryDeps {
   if (!deps) {
     const checks = { checker: s.sqlChecker, cache: s.checkedStatements };
     const backends: Backends = { demo: new DemoBackend(s.demo, checks), relay: new RelayBackend(s.tunnels, checks, s.forwarder, s.shutdown), connector: new ConnectorBackend(s.live, s.credentials, s.shutdown) };
-    deps = { store: s.store, catalogue: s.catalogue, limits: s.config.limits, backends, connections: s.connections, keys: s.keys, running: s.running, metrics: s.metrics };
+    deps = { store: s.store, catalogue: s.catalogue, limits: s.config.limits, backends, connections: s.connections, keys: s.keys, running: s.running, metrics: s.metrics, earlyStarts: new EarlyStarts() };
     depsOf.set(s, deps);
   }
   return deps;
