@@ -101,17 +101,37 @@ function findProtoKey(value: unknown, path = '', depth = 0): { field: string; ke
   return undefined;
 }
 
+/** bodies refused as no JSON text at all (empty, not UTF-8, not JSON) */
+const unreadableBodies = new WeakSet<ApiError>();
+
+function unreadable(message: string): ApiError {
+  const err = new ApiError('invalid_request', message, { field: 'body' });
+  unreadableBodies.add(err);
+  return err;
+}
+
+/**
+ * Whether `err` refused a body that is no JSON text at all (empty, not UTF-8, not JSON), from
+ * this parser or fastify's own, rather than JSON the route did not accept: the MCP route answers
+ * those as JSON-RPC's parse error (mcp/index.ts).
+ */
+export function isUnreadableBody(err: unknown): boolean {
+  if (err instanceof ApiError) return unreadableBodies.has(err);
+  const code = (err as { code?: unknown } | null)?.code;
+  return err instanceof SyntaxError || code === 'FST_ERR_CTP_INVALID_JSON_BODY' || code === 'FST_ERR_CTP_EMPTY_JSON_BODY';
+}
+
 /**
  * The JSON body parser: `JSON.parse` (which makes `__proto__` an own key, never a prototype), then
  * a refusal that names a `__proto__` key or a `constructor` key holding `prototype`, wherever it is.
  */
 export function parseJsonBody(text: string): unknown {
-  if (text.length === 0) throw new ApiError('invalid_request', 'the body is empty; send a JSON object', { field: 'body' });
+  if (text.length === 0) throw unreadable('the body is empty; send a JSON object');
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
   } catch {
-    throw new ApiError('invalid_request', 'the body is not valid JSON', { field: 'body' });
+    throw unreadable('the body is not valid JSON');
   }
   const proto = findProtoKey(parsed);
   if (proto) {
@@ -139,7 +159,7 @@ export function decodeJsonBody(contentType: string | undefined, body: Buffer): s
   try {
     return utf8.decode(body);
   } catch {
-    throw new ApiError('invalid_request', 'the body is not valid UTF-8; send JSON encoded as UTF-8', { field: 'body' });
+    throw unreadable('the body is not valid UTF-8; send JSON encoded as UTF-8');
   }
 }
 

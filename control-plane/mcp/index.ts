@@ -10,12 +10,28 @@ import { Type } from 'typebox';
 import { ApiError } from '../errors.js';
 import { keptOnceLoaded } from '../once.js';
 import { inProcessCall } from '../http/in-process.js';
+import { isUnreadableBody } from '../http/strings.js';
 import { type App, ErrorSchema, errors } from '../routes/context.js';
 import { queryString, type ApiCaller } from './api.js';
 
 export { queryString, type ApiCall, type ApiCaller, type ApiResult } from './api.js';
 
 export const MCP_PATHS = ['/mcp', '/v1/mcp'] as const;
+
+/** A JSON-RPC 2.0 error answered outside any request's id (the transport's own: a body that is not JSON, an internal error). */
+const JsonRpcErrorSchema = Type.Object(
+  {
+    jsonrpc: Type.Literal('2.0'),
+    error: Type.Object({ code: Type.Integer(), message: Type.String(), data: Type.Optional(Type.Unknown()) }),
+    id: Type.Null(),
+  },
+  { description: 'a JSON-RPC 2.0 error: -32700 (parse error) for a body that is no JSON text, as the MCP transport answers it' },
+);
+
+/** The JSON-RPC error body of a message that cannot be read (code -32700), as the SDK's transport writes it. */
+function jsonRpcParseError(detail: string): { jsonrpc: '2.0'; error: { code: number; message: string }; id: null } {
+  return { jsonrpc: '2.0', error: { code: -32700, message: `Parse error: ${detail}` }, id: null };
+}
 
 interface McpParts {
   readonly createMcpServer: typeof import('./server.js').createMcpServer;
@@ -78,7 +94,14 @@ export function mcpRoutes(app: App, closing: () => boolean): void {
             'A JSON-RPC 2.0 message of the Model Context Protocol (initialize, tools/list, tools/call …). Send Accept: application/json, text/event-stream. Tools: list_targets, describe_target, list_packs, open_connection, list_connections, describe_connection, revoke_connection, query, list_audit_events, export_audit, verify_audit, get_usage, top_up_wallet, webhook, credential and relay tools. Tool errors carry the API error code.',
           tags: ['mcp'],
           body: Type.Unknown({ description: 'a JSON-RPC 2.0 request or notification' }),
-          response: { ...errors(400, 415) },
+          response: { ...errors(400, 415), 400: Type.Union([ErrorSchema, JsonRpcErrorSchema]) },
+        },
+        // a body that is no JSON text at all is JSON-RPC's parse error, as the MCP transport answers
+        // it; anything else (auth, media type, limits) goes to the app's error handler
+        errorHandler: (error, _req, reply) => {
+          if (!isUnreadableBody(error)) throw error;
+          const detail = error instanceof ApiError ? error.message.replace(/^the body /, 'the message ') : 'the message is not valid JSON';
+          return reply.code(400).type('application/json; charset=utf-8').send(jsonRpcParseError(detail));
         },
       },
       async (req, reply) => {

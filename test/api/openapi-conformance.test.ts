@@ -296,7 +296,9 @@ t.test('MCP', async (t) => {
     await c.call(post, 200, { key: keys.main, headers: MCP_ACCEPT, body: [{ jsonrpc: '2.0', id: 4, method: 'tools/list' }, { jsonrpc: '2.0', id: 5, method: 'ping' }] }, 'a batch');
     await c.call(post, 202, { key: keys.main, headers: MCP_ACCEPT, body: { jsonrpc: '2.0', method: 'notifications/initialized' } }, 'a notification');
     await c.call(post, 400, { key: keys.main, headers: MCP_ACCEPT, body: { hello: 'world' } }, 'not JSON-RPC');
-    await c.call(post, 400, { key: keys.main, headers: { ...MCP_ACCEPT, 'content-type': 'application/json' }, raw: '{"jsonrpc":' }, 'not JSON');
+    const notJson = await c.call(post, 400, { key: keys.main, headers: { ...MCP_ACCEPT, 'content-type': 'application/json' }, raw: '{"jsonrpc":' }, 'not JSON');
+    // JSON-RPC's parse error, as the MCP transport answers it (it was the API's error body)
+    t.match(notJson.body, { jsonrpc: '2.0', error: { code: -32700, message: /^Parse error/ }, id: null }, `${path}: not JSON is -32700`);
     await c.call(post, 406, { key: keys.main, headers: { accept: 'application/json' }, body: init }, 'without text/event-stream in Accept');
     await c.call(post, 415, { key: keys.main, headers: { ...MCP_ACCEPT, 'content-type': 'text/plain' }, raw: 'hi' }, 'a text body');
     await c.call(post, 415, { key: keys.main, headers: MCP_ACCEPT }, 'no body, no content type');
