@@ -17,7 +17,10 @@
  * Which organizations start early: those whose last reservation in this process was granted from
  * the wallet with the whole response cap. An organization's first query, and the next after a
  * refusal (an empty wallet, a revoked connection or key) or a trial hold, waits for its
- * reservation as before, so an organization that cannot pay does not keep the engines busy.
+ * reservation as before, so an organization that cannot pay does not keep the engines busy. And
+ * one statement of an organization at a time starts early: its others sent meanwhile wait for
+ * their reservation, so a wallet that runs out under many statements at once puts one of them on
+ * the engines, not all (each refused one is stopped there: a demo worker ended).
  */
 import type { Reservation } from '../billing/index.js';
 import type { Target } from '../catalogue/index.js';
@@ -29,19 +32,31 @@ export const EARLY_START_REMEMBERED = 10_000;
 
 export class EarlyStarts {
   private readonly paying = new Set<string>();
+  /** organizations with a statement started early whose reservation has not answered yet */
+  private readonly starting = new Set<string>();
 
   constructor(private readonly remembered = EARLY_START_REMEMBERED) {}
 
-  /** Whether this organization's statement on `target` starts while its reservation is asked for. */
+  /**
+   * Whether this organization's statement on `target` starts while its reservation is asked for:
+   * it is paying, and none of its statements started early waits for its reservation now.
+   */
   may(orgId: string, target: Target): boolean {
-    return target.backend === 'demo' && this.paying.has(orgId);
+    return target.backend === 'demo' && this.paying.has(orgId) && !this.starting.has(orgId);
+  }
+
+  /** The organization's statement started early: its next ones wait for their reservation until `granted(…, true)`. */
+  began(orgId: string): void {
+    this.starting.add(orgId);
   }
 
   /**
    * What the organization's reservation answered: granted as an early start assumes (`fullBytes`:
    * the response cap), otherwise (another grant, or refused: `undefined`) it waits next time.
+   * `early`: this query's statement was started early (`began`), and may now start another.
    */
-  granted(orgId: string, reservation: Reservation | undefined, fullBytes: number): void {
+  granted(orgId: string, reservation: Reservation | undefined, fullBytes: number, early = false): void {
+    if (early) this.starting.delete(orgId);
     const asAssumed = reservation !== undefined && usableEarly(reservation, fullBytes);
     this.paying.delete(orgId);
     if (!asAssumed) return;

@@ -297,6 +297,7 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
   if (deps.earlyStarts?.may(orgId, target) && !caller.gone?.aborted) {
     running = deps.running.start(conn.id, { expiresAt: new Date(conn.expires_at), relayId: scopes.relay, keyId: caller.keyId });
     early = startEarly(backend, checked, runContext(running, deps.limits.maxResultBytes, false));
+    deps.earlyStarts.began(orgId);
   }
   /** the statement started early is not used: stopped, and its end waited for (it holds an engine until then) */
   const dropEarly = async (): Promise<void> => {
@@ -310,7 +311,7 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
   try {
     reservation = await reserve(deps.store, orgId, deps.limits.maxResultBytes, { waitMs: deps.limits.queryTimeoutMs, connectionId: conn.id, keyId: caller.keyId });
   } catch (err) {
-    deps.earlyStarts?.granted(orgId, undefined, deps.limits.maxResultBytes);
+    deps.earlyStarts?.granted(orgId, undefined, deps.limits.maxResultBytes, early !== undefined);
     await dropEarly();
     running?.done();
     if (err instanceof ReserveRefused) {
@@ -325,7 +326,7 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
     return fail(err, { tables: checked.tables });
   }
 
-  deps.earlyStarts?.granted(orgId, reservation, deps.limits.maxResultBytes);
+  deps.earlyStarts?.granted(orgId, reservation, deps.limits.maxResultBytes, early !== undefined);
   // from here the statement can be stopped by revocation, expiry or relay deletion
   const live = running ?? deps.running.start(conn.id, { expiresAt: new Date(conn.expires_at), relayId: scopes.relay, keyId: caller.keyId });
   // started early as if paid from the wallet with the whole response cap: used only when granted so

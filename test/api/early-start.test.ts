@@ -170,6 +170,25 @@ function cases(store: 'embedded' | 'postgres', open: () => Promise<TestServer>):
       t.equal((await next).status, 200);
     });
 
+    t.test('the wallet emptied under many statements at once: one of them starts early, the others wait for their reservation', async (t) => {
+      // each early statement refused is stopped at the engine (a worker ended): an organization
+      // that cannot pay must not put more than one on the engines per reservation it was granted
+      const o = await payingOrg(srv, 'early-flood');
+      t.equal((await query(srv, o.key, o.conn, 1)).status, 200);
+      const engine = await srv.svc.demoReady;
+      const before = await admitted(srv);
+      const hold = await holdOrg(t, srv, o.orgId);
+      await hold.run('UPDATE orgs SET wallet_nc = 0 WHERE id = $1', [o.orgId]);
+      const sent = Array.from({ length: 6 }, (_, i) => query(srv, o.key, o.conn, 10 + i));
+      await until('one started early', async () => (await admitted(srv)) > before);
+      await staysWaiting(t, srv, before + 1, 'the others do not reach the engine while their reservations are held');
+      await hold.release();
+      for (const a of await Promise.all(sent)) t.equal(a.status, 402, a.text);
+      t.same(await wallet(srv, o.orgId), { wallet: 0, held: 0 }, 'nothing held or charged');
+      await until('no running entries left', () => srv.svc.services.running.count(o.conn) === 0);
+      await until('the engines idle', () => engine.stats().running === 0 && engine.stats().waiting === 0);
+    });
+
     t.test('the connection revoked meanwhile: 410, no rows, nothing charged', async (t) => {
       const o = await payingOrg(srv, 'early-revoked');
       t.equal((await query(srv, o.key, o.conn, 1)).status, 200);
@@ -256,4 +275,14 @@ t.test('which organizations start early', async (t) => {
   t.equal(e.size, 3, 'bounded');
   t.notOk(e.may('a', demo), 'the oldest forgotten first');
   t.ok(e.may('d', demo));
+  e.began('d');
+  t.notOk(e.may('d', demo), 'one statement at a time starts early');
+  e.granted('d', r({}), full);
+  t.notOk(e.may('d', demo), "another query's reservation does not end the early start's");
+  e.granted('d', r({}), full, true);
+  t.ok(e.may('d', demo), 'its reservation answered: the next starts early');
+  e.began('d');
+  e.granted('d', undefined, full, true);
+  e.granted('d', r({}), full);
+  t.ok(e.may('d', demo), 'refused, then granted again: starts early');
 });
