@@ -30,8 +30,10 @@ async function admitted(srv: TestServer): Promise<number> {
 /**
  * Holds the organization's row (svc_reserve waits for it) until `release()`; `run` sends a
  * statement in the holding transaction (on the embedded store nothing else can use the store meanwhile).
+ * `NO KEY UPDATE` still lets rows that reference the organization be written (a revoke's audit
+ * event and webhook), on a PostgreSQL store.
  */
-async function holdOrg(t: TapTest, srv: TestServer, orgId: string): Promise<{ run: (sql: string, params: unknown[]) => Promise<Record<string, unknown>[]>; release: () => Promise<void> }> {
+async function holdOrg(t: TapTest, srv: TestServer, orgId: string, lock: 'UPDATE' | 'NO KEY UPDATE' = 'UPDATE'): Promise<{ run: (sql: string, params: unknown[]) => Promise<Record<string, unknown>[]>; release: () => Promise<void> }> {
   let release!: () => void;
   const released = new Promise<void>((r) => (release = r));
   const queued: { sql: string; params: unknown[]; done: (rows: Record<string, unknown>[]) => void }[] = [];
@@ -39,7 +41,7 @@ async function holdOrg(t: TapTest, srv: TestServer, orgId: string): Promise<{ ru
   let held!: () => void;
   const holding = new Promise<void>((r) => (held = r));
   const tx = srv.svc.store.tx(async (sql) => {
-    await sql.query('SELECT 1 FROM orgs WHERE id = $1 FOR UPDATE', [orgId]);
+    await sql.query(`SELECT 1 FROM orgs WHERE id = $1 FOR ${lock}`, [orgId]);
     held();
     for (;;) {
       const next = queued.shift();
@@ -205,6 +207,30 @@ function cases(store: 'embedded' | 'postgres', open: () => Promise<TestServer>):
       t.equal(a.body.error?.code, 'connection_revoked');
       t.equal(a.body.rows, undefined, 'no rows');
       t.same(await wallet(srv, o.orgId), w0, 'nothing charged');
+    });
+
+    // on the embedded store the revoke's own transaction waits for the held store
+    t.test('revoked on this replica while a statement started early runs: stopped at the engine, the revoke answers after it, 410, nothing charged', { skip: store === 'embedded' && 'the revoke would wait for the held store' }, async (t) => {
+      const o = await payingOrg(srv, 'early-revoke-here');
+      t.equal((await query(srv, o.key, o.conn, 1)).status, 200);
+      const engine = await srv.svc.demoReady;
+      const w0 = await wallet(srv, o.orgId);
+      const before = await admitted(srv);
+      const hold = await holdOrg(t, srv, o.orgId, 'NO KEY UPDATE');
+      const q = api(srv.url, 'POST', `/v1/connections/${o.conn}/query`, { key: o.key, body: { sql: 'SELECT count(*) AS n FROM patients a, patients b, patients c' } }) as Promise<Answer>;
+      await until('started early', async () => (await admitted(srv)) > before && engine.stats().running === 1);
+      let revokedAt: number | undefined;
+      const revoke = api(srv.url, 'POST', `/v1/connections/${o.conn}/revoke`, { key: o.key }).then((r) => ((revokedAt = Date.now()), r));
+      await until('the statement is stopped at the engine (its reservation still held)', () => engine.stats().running === 0);
+      t.notOk(await eventually(async () => revokedAt !== undefined, 400), 'the revoke waits for the statement it stopped');
+      await hold.release();
+      const a = await q;
+      t.equal((await revoke).status, 200);
+      t.equal(a.status, 410, a.text);
+      t.equal(a.body.error?.details?.['cause'], 'revoked');
+      t.equal(a.body.rows, undefined, 'no rows');
+      t.same(await wallet(srv, o.orgId), w0, 'nothing charged');
+      t.equal(srv.svc.services.running.count(o.conn), 0, 'no running entry left');
     });
 
     t.test('the agent leaves while a statement started early runs: stopped, then charged the query price once its hold is granted', async (t) => {
