@@ -353,6 +353,9 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
         early = undefined;
         began = used.began;
         result = await used.result();
+        // it ended before its agent left, which was before its reservation answered: nobody takes
+        // its rows; it ran, so answered as if its agent left while it ran (the query price, no egress)
+        if (caller.gone?.aborted) throw clientClosed();
       } else {
         if (stopped()) throw stopped();
         began = performance.now();

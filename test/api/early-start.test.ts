@@ -252,6 +252,27 @@ function cases(store: 'embedded' | 'postgres', open: () => Promise<TestServer>):
       t.equal((await wallet(srv, o.orgId)).held, 0, 'its hold settled');
     });
 
+    t.test('the agent leaves after a statement started early has ended, before its reservation: charged the query price, no egress, as when it runs', async (t) => {
+      const o = await payingOrg(srv, 'early-left-after');
+      t.equal((await query(srv, o.key, o.conn, 1)).status, 200);
+      const engine = await srv.svc.demoReady;
+      const w0 = await wallet(srv, o.orgId);
+      const before = await admitted(srv);
+      const hold = await holdOrg(t, srv, o.orgId);
+      const sent = sendThenLeave(srv.url, 'POST', `/v1/connections/${o.conn}/query`, o.key, { sql: LOOKUP(2) });
+      await until('started early and ended', async () => (await admitted(srv)) > before && engine.stats().running === 0);
+      sent.leave();
+      t.equal(await sent.done, undefined, 'left before any answer');
+      await hold.release();
+      let ev: Record<string, unknown> = {};
+      await until('its audit event', async () => (ev = await lastAudit(srv, o.key, o.conn))['sql'] === LOOKUP(2));
+      const price = (await api<{ price_per_query_cents: number }>(srv.url, 'GET', '/v1/agent/billing/config', { key: o.key })).body.price_per_query_cents;
+      t.match(ev, { outcome: 'error', error_code: 'client_closed_request', billed_to: 'wallet', cost_cents: price }, 'no answer delivered: the query price, no egress');
+      t.notOk(ev['bytes_egressed'], 'no egress counted');
+      const w1 = await wallet(srv, o.orgId);
+      t.same(w1, { wallet: w0.wallet - price * 1e9, held: 0 }, 'charged the query price only');
+    });
+
     t.test("a trial organization's queries wait for their reservation", async (t) => {
       const a = await signupAgent(srv.url, 'early-trial');
       const conn = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:patients']);
