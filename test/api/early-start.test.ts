@@ -191,6 +191,31 @@ function cases(store: 'embedded' | 'postgres', open: () => Promise<TestServer>):
       await until('the engines idle', () => engine.stats().running === 0 && engine.stats().waiting === 0);
     });
 
+    t.test('granted from the trial with a smaller egress cap meanwhile: run again under that hold, billed to the trial', async (t) => {
+      const o = await payingOrg(srv, 'early-trial-grant');
+      t.equal((await query(srv, o.key, o.conn, 1)).status, 200);
+      const engine = await srv.svc.demoReady;
+      const w0 = await wallet(srv, o.orgId);
+      const before = await admitted(srv);
+      const hold = await holdOrg(t, srv, o.orgId);
+      const q = query(srv, o.key, o.conn, 2);
+      await until('started early', async () => (await admitted(srv)) > before);
+      // the trial pays again, beside another trial hold: its grant is a share of the egress, not the whole cap
+      await hold.run('UPDATE orgs SET trial_queries_used = 50, trial_egress_held = 1 WHERE id = $1', [o.orgId]);
+      await hold.release();
+      const a = await q;
+      t.equal(a.status, 200, a.text);
+      t.equal(a.body.rows?.length, 1, 'its row');
+      t.equal((a.body as { billed_to?: string }).billed_to, 'trial');
+      t.ok((await admitted(srv)) >= before + 2, 'run again under its own hold');
+      t.same(await wallet(srv, o.orgId), w0, 'the wallet untouched');
+      const [org] = await srv.svc.store.query<{ trial_queries_used: number; trial_egress_held: number | string }>('SELECT trial_queries_used, trial_egress_held FROM orgs WHERE id = $1', [o.orgId]);
+      t.equal(org?.trial_queries_used, 51, 'one trial query');
+      t.equal(Number(org?.trial_egress_held), 1, 'its egress hold settled');
+      await until('no running entries left', () => srv.svc.services.running.count(o.conn) === 0);
+      await until('the engines idle', () => engine.stats().running === 0 && engine.stats().waiting === 0);
+    });
+
     t.test('the connection revoked meanwhile: 410, no rows, nothing charged', async (t) => {
       const o = await payingOrg(srv, 'early-revoked');
       t.equal((await query(srv, o.key, o.conn, 1)).status, 200);
