@@ -85,7 +85,7 @@ export function usableEarly(reservation: Reservation, fullBytes: number): boolea
 export interface EarlyRun {
   /** when it started (`performance.now()`) */
   readonly began: number;
-  /** settles once the statement has ended, whichever way (never rejects) */
+  /** settles once `Backend.run` has answered, whichever way (never rejects); stopped, it answers before the engine has let go of it */
   readonly outcome: Promise<void>;
   /** its rows, or its failure, as `Backend.run` answers them */
   result(): Promise<ReadQueryResult>;

@@ -299,7 +299,11 @@ export async function runQuery(deps: QueryDeps, orgId: string, connectionId: str
     early = startEarly(backend, checked, runContext(running, deps.limits.maxResultBytes, false));
     deps.earlyStarts.began(orgId);
   }
-  /** the statement started early is not used: stopped, and its end waited for (it holds an engine until then) */
+  /**
+   * the statement started early is not used: stopped, and its answer waited for. A stopped
+   * statement answers at once, as one a revocation stops: the engine lets go of it a moment
+   * later (the worker running it ended, or its wait for one given up), possibly after this query's answer
+   */
   const dropEarly = async (): Promise<void> => {
     if (!early) return;
     const dropped = early;
