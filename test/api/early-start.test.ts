@@ -298,6 +298,25 @@ function cases(store: 'embedded' | 'postgres', open: () => Promise<TestServer>):
       t.same(w1, { wallet: w0.wallet - price * 1e9, held: 0 }, 'charged the query price only');
     });
 
+    t.test('the connection expires while a statement started early runs: stopped at the engine, 410, nothing charged', async (t) => {
+      const o = await payingOrg(srv, 'early-expiring');
+      const conn = await openConnection(srv.url, o.key, 'demo-healthcare', ['read:patients'], { ttl_seconds: 3 });
+      t.equal((await query(srv, o.key, conn, 1)).status, 200, 'known to the replica, and granted from the wallet');
+      const engine = await srv.svc.demoReady;
+      const w0 = await wallet(srv, o.orgId);
+      const before = await admitted(srv);
+      const hold = await holdOrg(t, srv, o.orgId);
+      const q = api(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: o.key, body: { sql: 'SELECT count(*) AS n FROM patients a, patients b, patients c' } }) as Promise<Answer>;
+      await until('started early', async () => (await admitted(srv)) > before && engine.stats().running === 1);
+      await until('stopped at the engine when its connection expires', () => engine.stats().running === 0);
+      await hold.release();
+      const a = await q;
+      t.equal(a.status, 410, a.text);
+      t.equal(a.body.error?.details?.['cause'], 'expired');
+      t.same(await wallet(srv, o.orgId), w0, 'nothing charged');
+      t.equal(srv.svc.services.running.count(conn), 0, 'no running entry left');
+    });
+
     t.test("a trial organization's queries wait for their reservation", async (t) => {
       const a = await signupAgent(srv.url, 'early-trial');
       const conn = await openConnection(srv.url, a.key, 'demo-healthcare', ['read:patients']);
