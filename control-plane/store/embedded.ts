@@ -1,5 +1,7 @@
 import fs from 'node:fs/promises';
+import path from 'node:path';
 import { EmbeddedPostgres } from '../embedded/index.js';
+import { lockDirectory } from './dir-lock.js';
 import type { QueryOptions, Row, Sql, Store } from './types.js';
 
 /**
@@ -25,24 +27,21 @@ export interface CheckpointPolicy {
  */
 const CHECKPOINTS: CheckpointPolicy = { everyMs: 60_000, walBytes: 16 * 1024 * 1024 };
 
-/** The store in an embedded PGlite under a data directory (its own worker thread). */
-export async function openEmbeddedStore(dir: string, template?: Uint8Array, checkpoints: Partial<CheckpointPolicy> = {}): Promise<Store> {
+/**
+ * The store in an embedded PGlite under a data directory (its own worker thread), which this
+ * process holds locked while the store is open (dir-lock.ts): a second process is refused.
+ */
+export async function openEmbeddedStore(dir: string, template?: Uint8Array, checkpoints: Partial<CheckpointPolicy> = {}, warn?: (message: string) => void): Promise<Store> {
   const policy: CheckpointPolicy = { ...CHECKPOINTS, ...checkpoints };
-  // its owner's alone: PGlite writes most files (WAL, catalogs) 0666 whatever the umask, and the
-  // store holds the audit trail's statements, key hashes and balances; an existing directory
-  // (made 0755 by an earlier version) is closed too, unless another user owns it (EPERM: left as
-  // its owner set it, e.g. a mounted volume)
-  await fs.mkdir(dir, { recursive: true, mode: 0o700 });
-  await fs.chmod(dir, 0o700).catch((err: NodeJS.ErrnoException) => {
-    if (err.code !== 'EPERM') throw err;
-  });
-  const fresh = (await fs.readdir(dir)).length === 0;
-  if (fresh && !template) {
-    // creating a database touches several hundred MB that its thread keeps: create it in a thread
-    // of its own, end that, and open it again
-    await (await EmbeddedPostgres.start({ dataDir: dir })).close();
+  await fs.mkdir(path.dirname(path.resolve(dir)), { recursive: true });
+  const lock = await lockDirectory(dir, warn);
+  let engine: EmbeddedPostgres;
+  try {
+    engine = await startEngine(dir, template);
+  } catch (err) {
+    await lock.release();
+    throw err;
   }
-  const engine = await EmbeddedPostgres.start({ dataDir: dir, ...(fresh && template ? { loadDataDir: template } : {}), settings: STORE_SETTINGS });
   const store = storeOver(engine);
   let checking = false;
   const timer = setInterval(() => {
@@ -59,9 +58,32 @@ export async function openEmbeddedStore(dir: string, template?: Uint8Array, chec
     ...store,
     close: async () => {
       clearInterval(timer);
-      await store.close();
+      try {
+        await store.close();
+      } finally {
+        await lock.release();
+      }
     },
   };
+}
+
+/** The engine on `dir` (made when empty), its directory closed to other users. */
+async function startEngine(dir: string, template: Uint8Array | undefined): Promise<EmbeddedPostgres> {
+  // its owner's alone: PGlite writes most files (WAL, catalogs) 0666 whatever the umask, and the
+  // store holds the audit trail's statements, key hashes and balances; an existing directory
+  // (made 0755 by an earlier version) is closed too, unless another user owns it (EPERM: left as
+  // its owner set it, e.g. a mounted volume)
+  await fs.mkdir(dir, { recursive: true, mode: 0o700 });
+  await fs.chmod(dir, 0o700).catch((err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPERM') throw err;
+  });
+  const fresh = (await fs.readdir(dir)).length === 0;
+  if (fresh && !template) {
+    // creating a database touches several hundred MB that its thread keeps: create it in a thread
+    // of its own, end that, and open it again
+    await (await EmbeddedPostgres.start({ dataDir: dir })).close();
+  }
+  return EmbeddedPostgres.start({ dataDir: dir, ...(fresh && template ? { loadDataDir: template } : {}), settings: STORE_SETTINGS });
 }
 
 function storeOver(engine: EmbeddedPostgres): Store {

@@ -17,7 +17,7 @@ export interface StoreOptions {
   readonly dataDir: string;
   /** a dumped, already-migrated embedded store to start a fresh data dir from (tests) */
   readonly template?: Uint8Array;
-  /** told of trouble the store recovers from on its own (an embedded store's failed checkpoint) */
+  /** told of trouble the store recovers from on its own or runs on despite (an embedded store's failed checkpoint, or no lock on its directory) */
   readonly warn?: (message: string) => void;
 }
 
@@ -26,9 +26,12 @@ export async function openStore(options: StoreOptions): Promise<Store> {
   try {
     store = options.databaseUrl
       ? await openPostgresStore(options.databaseUrl)
-      : await openEmbeddedStore(path.join(options.dataDir, 'state'), options.template, {
-          onError: (err) => options.warn?.(`the embedded store could not checkpoint (${err.message}); its WAL grows until the next checkpoint`),
-        });
+      : await openEmbeddedStore(
+          path.join(options.dataDir, 'state'),
+          options.template,
+          { onError: (err) => options.warn?.(`the embedded store could not checkpoint (${err.message}); its WAL grows until the next checkpoint`) },
+          options.warn,
+        );
   } catch (err) {
     const where = options.databaseUrl ? 'DATABASE_URL' : path.join(options.dataDir, 'state');
     throw new StoreError('STORE_ERR_OPEN', `cannot open the state store (${where}): ${(err as Error).message}`, { cause: err });
