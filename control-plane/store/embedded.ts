@@ -67,8 +67,19 @@ export async function openEmbeddedStore(dir: string, template?: Uint8Array, chec
   };
 }
 
-/** The engine on `dir` (made when empty), its directory closed to other users. */
+/**
+ * The engine on `dir`, its directory closed to other users. An empty directory gets a new
+ * database, marked as being made (`<dir>.creating`) until it is whole: a creation cut short (a
+ * kill) is made again from nothing at the next start. A directory holding files but no database
+ * (no PG_VERSION, and no creation under way) is refused: PGlite would make a new, empty one over
+ * them, and with it lose every balance, key and audit chain they hold.
+ */
 async function startEngine(dir: string, template: Uint8Array | undefined): Promise<EmbeddedPostgres> {
+  const creating = `${path.resolve(dir)}.creating`;
+  if (await exists(creating)) {
+    // its contents, not the directory itself (which may be a mounted volume)
+    for (const f of await fs.readdir(dir).catch(() => [] as string[])) await fs.rm(path.join(dir, f), { recursive: true, force: true });
+  }
   // its owner's alone: PGlite writes most files (WAL, catalogs) 0666 whatever the umask, and the
   // store holds the audit trail's statements, key hashes and balances; an existing directory
   // (made 0755 by an earlier version) is closed too, unless another user owns it (EPERM: left as
@@ -77,14 +88,29 @@ async function startEngine(dir: string, template: Uint8Array | undefined): Promi
   await fs.chmod(dir, 0o700).catch((err: NodeJS.ErrnoException) => {
     if (err.code !== 'EPERM') throw err;
   });
-  const fresh = (await fs.readdir(dir)).length === 0;
-  if (fresh && !template) {
+  // (a volume mounted as the directory itself has its lost+found)
+  const entries = (await fs.readdir(dir)).filter((f) => f !== 'lost+found');
+  const fresh = entries.length === 0;
+  if (!fresh && !entries.includes('PG_VERSION')) {
+    throw new Error(
+      `${dir} holds files but no database (no PG_VERSION): it is damaged or is not a store, and a new, empty store is not made over it; restore it from a backup, or move it away to start with an empty store`,
+    );
+  }
+  if (!fresh) return EmbeddedPostgres.start({ dataDir: dir, settings: STORE_SETTINGS });
+  await fs.writeFile(creating, '');
+  let engine: EmbeddedPostgres;
+  if (template) engine = await EmbeddedPostgres.start({ dataDir: dir, loadDataDir: template, settings: STORE_SETTINGS });
+  else {
     // creating a database touches several hundred MB that its thread keeps: create it in a thread
     // of its own, end that, and open it again
     await (await EmbeddedPostgres.start({ dataDir: dir })).close();
+    engine = await EmbeddedPostgres.start({ dataDir: dir, settings: STORE_SETTINGS });
   }
-  return EmbeddedPostgres.start({ dataDir: dir, ...(fresh && template ? { loadDataDir: template } : {}), settings: STORE_SETTINGS });
+  await fs.rm(creating, { force: true });
+  return engine;
 }
+
+const exists = (p: string): Promise<boolean> => fs.access(p).then(() => true, () => false);
 
 function storeOver(engine: EmbeddedPostgres): Store {
   return {
