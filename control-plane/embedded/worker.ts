@@ -249,6 +249,21 @@ function notPreparedAnyMore(error: wire.DatabaseError): boolean {
   return error.code === '26000' || (error.code === '0A000' && /cached plan must not change result type/.test(error.message));
 }
 
+/** the last log lines of a starting server kept for its failure's message */
+const START_LOG_LINES = 200;
+
+/**
+ * A start's failure with the reasons the server logged (`PANIC:`, `FATAL:` and `ERROR:` lines and
+ * their `DETAIL:`: a damaged or missing WAL, control file or catalog), so a store that cannot
+ * open says why.
+ */
+function withServerReason(err: unknown, said: readonly string[]): unknown {
+  const reasons = said.flatMap((l) => /\b(?:PANIC|FATAL|ERROR|DETAIL):\s+(.*)/.exec(l)?.[1]?.trim() ?? []);
+  if (reasons.length === 0) return err;
+  const info = errorInfo(err);
+  return new Error(`PostgreSQL: ${[...new Set(reasons)].slice(-4).join('; ')} (${info.message})`);
+}
+
 async function handle(msg: Request): Promise<unknown> {
   switch (msg.op) {
     case 'init': {
@@ -257,7 +272,21 @@ async function handle(msg: Request): Promise<unknown> {
       if (msg.image) options.fs = imageFs = new ImageFs(msg.image);
       if (msg.initdb) options.initDbStartParams = [...msg.initdb];
       if (msg.settings) options.startParams = [...PGlite.defaultStartParams, ...Object.entries(msg.settings).flatMap(([k, v]) => ['-c', `${k}=${v}`])];
-      db = msg.dataDir ? await PGlite.create(msg.dataDir, options) : await PGlite.create(options);
+      // what the server logs while it starts: when it cannot start, its reason (the engine itself
+      // only says `Aborted()`)
+      const said: string[] = [];
+      let starting = true;
+      options.onStderr = (line) => {
+        if (starting && said.push(line) > START_LOG_LINES) said.shift();
+        return false;
+      };
+      try {
+        db = msg.dataDir ? await PGlite.create(msg.dataDir, options) : await PGlite.create(options);
+      } catch (err) {
+        throw withServerReason(err, said);
+      } finally {
+        starting = false;
+      }
       return null;
     }
     case 'query': {

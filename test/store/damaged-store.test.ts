@@ -4,6 +4,9 @@
  * (its balances, keys and audit chains all still there) was silently made again over them: the
  * control plane came up empty and every agent key answered 401. A creation of the store cut short
  * by a kill (PG_VERSION is among the last files written) is still made again at the next start.
+ * A store PostgreSQL cannot start on (its WAL or control file gone or cut short) says what
+ * PostgreSQL said: the start failed with `Aborted(). Build with -sASSERTIONS for more info.`,
+ * WebAssembly's word for the engine's exit, which named no file and no cause.
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
@@ -12,18 +15,12 @@ import t from 'tap';
 import { openStore } from '../../control-plane/store/index.js';
 import { storeTemplateDir, tempDir } from '../helpers/server.js';
 import { ensureDist, ROOT } from '../cli/dist.js';
+import type { TapTest } from '../helpers/tap.js';
 
 const exists = (p: string): Promise<boolean> => fs.access(p).then(() => true, () => false);
 
 t.test('a store that lost PG_VERSION is refused, not made again over its files', async (t) => {
-  const dataDir = await tempDir('svc-damaged-');
-  t.teardown(() => fs.rm(dataDir, { recursive: true, force: true }));
-  const state = path.join(dataDir, 'state');
-  await fs.cp(await storeTemplateDir(), state, { recursive: true });
-  const store = await openStore({ databaseUrl: undefined, dataDir });
-  await store.query("INSERT INTO orgs (id, name, created_at, trial_expires_at, wallet_nc) VALUES ('org_rich', 'Rich', now(), now(), 5000000000000)");
-  await store.close();
-
+  const { dataDir, state } = await storeWithOrg(t);
   const version = await fs.readFile(path.join(state, 'PG_VERSION'));
   await fs.rm(path.join(state, 'PG_VERSION'));
   const opened = await openStore({ databaseUrl: undefined, dataDir }).catch((err: unknown) => err as Error);
@@ -70,3 +67,48 @@ t.test('a store whose creation a kill cut short is made again at the next start'
   t.teardown(() => store.close());
   t.ok((await store.query<{ n: number }>('SELECT count(*)::int AS n FROM schema_migrations'))[0]?.n, 'the next start makes the store and migrates it');
 });
+
+/** a closed store with one organization in it, under a new data dir */
+async function storeWithOrg(t: TapTest): Promise<{ dataDir: string; state: string }> {
+  const dataDir = await tempDir('svc-damaged-');
+  t.teardown(() => fs.rm(dataDir, { recursive: true, force: true }));
+  const state = path.join(dataDir, 'state');
+  await fs.cp(await storeTemplateDir(), state, { recursive: true });
+  const store = await openStore({ databaseUrl: undefined, dataDir });
+  await store.query("INSERT INTO orgs (id, name, created_at, trial_expires_at, wallet_nc) VALUES ('org_rich', 'Rich', now(), now(), 5000000000000)");
+  await store.close();
+  return { dataDir, state };
+}
+
+const damages: readonly { readonly what: string; readonly damage: (state: string) => Promise<void>; readonly says: RegExp }[] = [
+  {
+    what: 'its WAL segment removed',
+    damage: async (state) => {
+      for (const f of await fs.readdir(path.join(state, 'pg_wal'))) if (/^[0-9A-F]{24}$/.test(f)) await fs.rm(path.join(state, 'pg_wal', f));
+    },
+    says: /PostgreSQL: .*could not locate a valid checkpoint record/,
+  },
+  {
+    what: 'its WAL segment cut to nothing',
+    damage: async (state) => {
+      for (const f of await fs.readdir(path.join(state, 'pg_wal'))) if (/^[0-9A-F]{24}$/.test(f)) await fs.truncate(path.join(state, 'pg_wal', f), 0);
+    },
+    says: /PostgreSQL: .*checkpoint record/,
+  },
+  {
+    what: 'its control file cut short',
+    damage: (state) => fs.truncate(path.join(state, 'global', 'pg_control'), 100),
+    says: /PostgreSQL: .*global\/pg_control/,
+  },
+];
+
+for (const d of damages) {
+  t.test(`a store with ${d.what} stops the start with what PostgreSQL said`, async (t) => {
+    const { dataDir, state } = await storeWithOrg(t);
+    await d.damage(state);
+    const opened = await openStore({ databaseUrl: undefined, dataDir }).catch((err: unknown) => err as Error);
+    if (!(opened instanceof Error)) await opened.close();
+    t.match(opened, { code: 'STORE_ERR_OPEN', message: d.says });
+    t.ok(await exists(path.join(state, 'PG_VERSION')), 'the store is left as it was');
+  });
+}
