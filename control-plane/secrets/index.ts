@@ -37,23 +37,65 @@ export function masterKeyFrom(text: string): MasterKey {
   return { id: createHash('sha256').update(key).digest('hex').slice(0, 8), key };
 }
 
-/** SVC_MASTER_KEY when given; else the key in `<dataDir>/master.key`, created (0600) on first use. */
+/**
+ * SVC_MASTER_KEY when given; else the key in `<dataDir>/master.key`, created (0600) on first use.
+ * A new key is written whole under a name of its own and then linked to `master.key` (which
+ * fails when another process made it first), so a process killed while writing it never leaves
+ * a part of a key there. An empty `master.key` is what an earlier version left when killed between
+ * creating the file and writing it: nothing can have been sealed with it, and it is replaced.
+ */
 export async function loadMasterKey(configured: string | undefined, dataDir: string): Promise<MasterKey> {
   if (configured) return masterKeyFrom(configured);
   const file = path.join(dataDir, 'master.key');
-  try {
-    return masterKeyFrom(await fs.readFile(file, 'utf8'));
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  for (let tries = 0; ; tries++) {
+    let text: string | undefined;
+    try {
+      text = await fs.readFile(file, 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    }
+    if (text !== undefined && (text.trim() !== '' || tries >= 3)) {
+      try {
+        return masterKeyFrom(text);
+      } catch (err) {
+        throw new SecretsError('SECRETS_ERR_KEY', `${file}: ${(err as Error).message}`);
+      }
+    }
+    await fs.mkdir(dataDir, { recursive: true });
+    if (text !== undefined) await setAsideEmpty(file);
+    const tmp = `${file}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
+    try {
+      await fs.writeFile(tmp, `${randomBytes(32).toString('hex')}\n`, { mode: 0o600 });
+      await fs.link(tmp, file);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err; // another process made it first: read
+    } finally {
+      await fs.rm(tmp, { force: true });
+    }
   }
-  await fs.mkdir(dataDir, { recursive: true });
-  const fresh = randomBytes(32).toString('hex');
+}
+
+/**
+ * Moves an empty `file` out of the way (renamed, so two processes never both remove it). What was
+ * moved is put back if it was not empty after all: another process's new key, linked meanwhile.
+ */
+async function setAsideEmpty(file: string): Promise<void> {
+  const aside = `${file}.${process.pid}.${randomBytes(6).toString('hex')}.empty`;
   try {
-    await fs.writeFile(file, `${fresh}\n`, { mode: 0o600, flag: 'wx' });
+    await fs.rename(file, aside);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err; // another process made it first
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return; // another process moved it
+    throw err;
   }
-  return masterKeyFrom(await fs.readFile(file, 'utf8'));
+  try {
+    if ((await fs.stat(aside)).size > 0) {
+      await fs.link(aside, file).catch((err: NodeJS.ErrnoException) => {
+        if (err.code !== 'EEXIST') throw err;
+      });
+    }
+  } finally {
+    await fs.rm(aside, { force: true });
+  }
 }
 
 /** The master keys in use: `current` seals new secrets; `all` (current first) open stored ones. */
