@@ -181,7 +181,7 @@ async function tearDown(r: Rig): Promise<void> {
 
 const smallSql = (k: number): { sql: string; id: number } => {
   const id = (k % SMALL_ROWS) + 1;
-  return { id, sql: `SELECT id, tenant_id, amount, note FROM orders WHERE id = ${id}` };
+  return { id, sql: `SELECT id, tenant_id, amount, note FROM public.orders WHERE id = ${id}` };
 };
 
 interface Result {

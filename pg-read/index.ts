@@ -11,7 +11,7 @@
  */
 export { GuardedPgClient } from './client.js';
 export { sendCancelRequest, within, type CancelTarget } from './cancel.js';
-export { RELEASE_SESSION_LOCKS } from './portal.js';
+export { PIN_SEARCH_PATH, RELEASE_SESSION_LOCKS } from './portal.js';
 export {
   CANCEL_TIMEOUT_MS,
   runReadOnly,

@@ -39,6 +39,16 @@ import pg from 'pg';
  */
 export const RELEASE_SESSION_LOCKS = 'SELECT pg_advisory_unlock_all()';
 
+/**
+ * A trusted setting for an agent's statement on a customer's database (the `postgres` target's
+ * and svc-relay's `settings`): every function, operator and type the statement names unqualified
+ * resolves in the catalog only. On the role's own search_path, a customer's function of an allowed
+ * name with another signature (`public.lower(integer)`), or an operator on the customer's types,
+ * could be chosen and run its body, which no scope rewrites, with the role's rights. Tables are
+ * unaffected: the rewrite names each with its schema.
+ */
+export const PIN_SEARCH_PATH = 'SET LOCAL search_path = pg_catalog';
+
 /** pg's Connection, as a custom query writes to it (pg/lib/connection.js) */
 export interface PgWire {
   stream: { cork?: () => void; uncork?: () => void };

@@ -17,7 +17,7 @@
  */
 import net from 'node:net';
 import pg from 'pg';
-import { classifyPgError, GuardedPgClient, runReadOnly, type ReadFailure } from '../pg-read/index.js';
+import { classifyPgError, GuardedPgClient, PIN_SEARCH_PATH, runReadOnly, type ReadFailure } from '../pg-read/index.js';
 import type { Column, IncomingQuery, JsonValue, Value } from '../protocol/index.js';
 
 export interface ExecutorLimits {
@@ -351,6 +351,8 @@ export function createExecutor(opts: ExecutorOptions): Executor {
         timeoutMs,
         maxRows,
         maxBytes,
+        // functions, operators and types resolve in the catalog only, whatever the control plane sent
+        settings: [PIN_SEARCH_PATH],
         signal: q.signal,
         batchRows: limits.fetchRows,
         // value bytes, as valueBytes() counts them, against the bytes the rows declare on the wire

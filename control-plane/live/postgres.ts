@@ -13,7 +13,7 @@ import pg from 'pg';
 import type { ParsedScopes, Target } from '../catalogue/index.js';
 import { checkDatabaseAddress, credentialRejected, databaseCredentialKind, databaseEndpoint, parseDatabaseUrl, scrub, type DatabaseOptions, type DatabaseUrl, type ReservedDatabase } from '../credentials/database.js';
 import type { ReadQueryResult } from '../results/index.js';
-import { classifyPgError, GuardedPgClient, type ReadFailure } from '../../pg-read/index.js';
+import { classifyPgError, GuardedPgClient, PIN_SEARCH_PATH, type ReadFailure } from '../../pg-read/index.js';
 import { ApiError } from '../errors.js';
 import { abortAnswer, statementRejected } from '../query/errors.js';
 import { oversizeError, readCollected, type CollectedOutcome } from './postgres-read.js';
@@ -165,7 +165,8 @@ export class PostgresConnector implements LiveConnector {
         deadlineMs: Math.max(0, deadline - Date.now()),
         maxRows: ctx.limits.maxRows,
         maxBytes: ctx.limits.maxBytes,
-        settings: [`SET LOCAL idle_in_transaction_session_timeout = ${Math.max(1000, ctx.limits.timeoutMs * 2)}`],
+        // functions, operators and types resolve in the catalog only (PIN_SEARCH_PATH)
+        settings: [`SET LOCAL idle_in_transaction_session_timeout = ${Math.max(1000, ctx.limits.timeoutMs * 2)}`, PIN_SEARCH_PATH],
         signal: ctx.signal,
       });
     } catch (err) {

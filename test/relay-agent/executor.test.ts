@@ -184,7 +184,7 @@ t.test('executor against the customer database', async (t) => {
   t.test('rows arrive correctly, with params and limits', async (t) => {
     const { server } = setup();
     await server.ready;
-    const r = await server.openStream({ statement: 'SELECT id, name, at, data, doc FROM relay_exec_t WHERE id >= $1 ORDER BY id', params: [2] }).collect();
+    const r = await server.openStream({ statement: 'SELECT id, name, at, data, doc FROM public.relay_exec_t WHERE id >= $1 ORDER BY id', params: [2] }).collect();
     t.same(r.columns.map((c) => c.name), ['id', 'name', 'at', 'data', 'doc']);
     t.equal(r.columns[0]?.typeOid, 23);
     t.equal(r.rows.length, 4);
@@ -202,7 +202,7 @@ t.test('executor against the customer database', async (t) => {
     t.equal(bytes.end.truncated, true);
     // the byte cap stopped a statement that was still sending: its connection is dropped, and
     // the pool answers the next query on a fresh one
-    const after = await server.openStream({ statement: 'SELECT count(*)::int FROM relay_exec_t' }).collect();
+    const after = await server.openStream({ statement: 'SELECT count(*)::int FROM public.relay_exec_t' }).collect();
     t.same(after.rows, [[5]]);
     // the relay's own ceiling wins over a larger request
     const { server: s2 } = setup({ maxRows: 3 });
@@ -228,11 +228,11 @@ t.test('executor against the customer database', async (t) => {
       t.equal(err.code, code, statement);
       t.equal(err.remote, true);
     };
-    await refuse("INSERT INTO relay_exec_t (id) VALUES (100)", 'RELAY_ERR_READ_ONLY');
-    await refuse("DELETE FROM relay_exec_t", 'RELAY_ERR_READ_ONLY');
-    await refuse("WITH d AS (DELETE FROM relay_exec_t RETURNING *) SELECT * FROM d", 'RELAY_ERR_READ_ONLY');
-    await refuse('SELECT 1; DELETE FROM relay_exec_t', 'RELAY_ERR_MULTI_STATEMENT');
-    await refuse('DELETE FROM relay_exec_t; SELECT 1', 'RELAY_ERR_MULTI_STATEMENT');
+    await refuse("INSERT INTO public.relay_exec_t (id) VALUES (100)", 'RELAY_ERR_READ_ONLY');
+    await refuse("DELETE FROM public.relay_exec_t", 'RELAY_ERR_READ_ONLY');
+    await refuse("WITH d AS (DELETE FROM public.relay_exec_t RETURNING *) SELECT * FROM d", 'RELAY_ERR_READ_ONLY');
+    await refuse('SELECT 1; DELETE FROM public.relay_exec_t', 'RELAY_ERR_MULTI_STATEMENT');
+    await refuse('DELETE FROM public.relay_exec_t; SELECT 1', 'RELAY_ERR_MULTI_STATEMENT');
     await refuse('SET TRANSACTION READ WRITE', 'RELAY_ERR_QUERY');
     // switches written as reads: the relay's own SELECT already took the snapshot, so the switch
     // fails at the database
@@ -240,7 +240,7 @@ t.test('executor against the customer database', async (t) => {
     await refuse("WITH s AS MATERIALIZED (SELECT set_config('transaction_read_only', 'off', false)) SELECT * FROM s", 'RELAY_ERR_QUERY');
     await refuse('START TRANSACTION READ WRITE', 'RELAY_ERR_QUERY');
     // a DO block (dynamic SQL) never reaches the database
-    await refuse("DO $$BEGIN EXECUTE 'SET TRANSACTION READ WRITE'; INSERT INTO relay_exec_t (id) VALUES (101); END$$", 'RELAY_ERR_QUERY');
+    await refuse("DO $$BEGIN EXECUTE 'SET TRANSACTION READ WRITE'; INSERT INTO public.relay_exec_t (id) VALUES (101); END$$", 'RELAY_ERR_QUERY');
     await refuse('SELECT * FROM no_such_table', 'RELAY_ERR_QUERY');
     const n = await admin.query('SELECT count(*)::int AS n FROM relay_exec_t');
     t.equal(n.rows[0].n, 5, 'nothing was written');
@@ -448,9 +448,9 @@ t.test('executor against the customer database', async (t) => {
       'DEALLOCATE ALL',
       "DO $$BEGIN EXECUTE 'PREPARE relay_q AS SELECT 43'; END$$",
       ';PREPARE relay_r AS SELECT 44',
-      ';COPY relay_exec_t TO STDOUT',
+      ';COPY public.relay_exec_t TO STDOUT',
       '; ;COPY (SELECT g FROM generate_series(1, 100000) g) TO STDOUT',
-      '-- a comment\rCOPY relay_exec_t TO STDOUT',
+      '-- a comment\rCOPY public.relay_exec_t TO STDOUT',
       ';LISTEN relay_channel',
     ]) {
       const err = await failure(statement);
@@ -498,7 +498,7 @@ t.test('executor against the customer database', async (t) => {
     const { failure } = await hostile();
     // LOCK is allowed in a read-only transaction: with a role that may write the table, ACCESS
     // EXCLUSIVE blocks the customer's every read and write of it until the deadline
-    for (const statement of ['LOCK TABLE relay_exec_t IN ACCESS EXCLUSIVE MODE', 'lock relay_exec_t', "LOAD 'auto_explain'", 'CHECKPOINT']) {
+    for (const statement of ['LOCK TABLE public.relay_exec_t IN ACCESS EXCLUSIVE MODE', 'lock public.relay_exec_t', "LOAD 'auto_explain'", 'CHECKPOINT']) {
       const err = await failure(statement);
       t.equal(err?.code, 'RELAY_ERR_QUERY', statement);
       t.match(err?.message ?? '', /^refused: /, statement);
