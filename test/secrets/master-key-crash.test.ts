@@ -32,7 +32,9 @@ t.test('an empty master.key (a start killed between creating and writing it) is 
 t.test('SIGKILL the first start as master.key appears: the next start comes up', async (t) => {
   ensureDist();
   await demoImage();
-  for (let round = 1; round <= 2; round++) {
+  // one round: each is two control-plane starts, and on the tests' tmpfs a kill rarely lands in
+  // the old window anyway (the first test holds the file the window left)
+  for (let round = 1; round <= 1; round++) {
     const dataDir = await tempDir('svc-mkey-');
     t.teardown(() => fs.rm(dataDir, { recursive: true, force: true }));
     await fs.cp(path.join(CACHE, 'demo'), path.join(dataDir, 'demo'), { recursive: true });
