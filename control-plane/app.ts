@@ -30,7 +30,7 @@ import { mcpRoutes } from './mcp/index.js';
 import { openApiRoutes } from './openapi.js';
 import { relayRoutes } from './routes/relays.js';
 import { webhookRoutes } from './routes/webhooks.js';
-import { DeliveryWorker, resealEndpointSecrets } from './webhooks/index.js';
+import { DeliveryWorker, releaseLeftLeases, resealEndpointSecrets } from './webhooks/index.js';
 import { loadOrCreateStoredCa, relayCa, resealStoredCa } from './relays/ca.js';
 import { RELAY_DEFAULTS, type RelayCa, type RelayOptions } from './relays/index.js';
 import { startTunnelListener, TunnelRegistry, type TunnelListener } from './tunnel/index.js';
@@ -290,9 +290,13 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   ]);
   if (resealed[0] > 0 || resealed[1]) app.log.info({ credentials: resealed[0], ca_key: resealed[1] }, 're-sealed with the current master key');
 
-  // money held by queries that a crash or kill interrupted goes back: at start, then every minute
+  // money held by queries that a crash or kill interrupted goes back: at start, then every minute.
+  // On a store no other process uses (the embedded one, its data dir locked), every hold and
+  // webhook lease there at start was left by a process that ended: all go back at once, not once stale
   const staleAfterMs = 2 * config.limits.queryTimeoutMs + RESERVATION_STALE_GRACE_MS;
-  await sweepReservations(store, staleAfterMs);
+  const released = await sweepReservations(store, store.soleProcess === true ? 0 : staleAfterMs);
+  const leases = store.soleProcess === true ? await releaseLeftLeases(store) : 0;
+  if (released > 0 || leases > 0) app.log.info({ reservations: released, webhook_leases: leases }, 'gave back what an ended process left held');
   const sweeper = setInterval(() => {
     sweepReservations(store, staleAfterMs).catch((err: unknown) => app.log.warn({ err: { message: (err as Error).message } }, 'reservation sweep failed'));
   }, RESERVATION_SWEEP_MS);

@@ -19,6 +19,8 @@ import path from 'node:path';
 
 /** Held until released; a second lock of the same directory is refused meanwhile. */
 export interface DirLock {
+  /** whether the lock is held (false: no socket could be made, and the store opened unlocked) */
+  readonly held: boolean;
   release(): Promise<void>;
 }
 
@@ -58,7 +60,7 @@ export async function lockDirectory(dir: string, warn: (message: string) => void
   const unlocked = (why: string): DirLock => {
     closeFd();
     warn(`the embedded store ${dir} is not locked (${why}): nothing stops a second process from opening it; run one control plane on it at a time`);
-    return { release: async () => undefined };
+    return { held: false, release: async () => undefined };
   };
   if (Buffer.byteLength(address) > SOCKET_PATH_MAX) return unlocked(`its lock ${file} is longer than a socket's address may be, ${SOCKET_PATH_MAX} bytes`);
   const until = Date.now() + ACQUIRE_MS;
@@ -67,6 +69,7 @@ export async function lockDirectory(dir: string, warn: (message: string) => void
       const server = (await listen(address)) ?? (await takeOver(file, address));
       if (server) {
         return {
+          held: true,
           release: async () => {
             await new Promise<void>((resolve) => server.close(() => resolve()));
             closeFd();

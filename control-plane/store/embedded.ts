@@ -56,6 +56,7 @@ export async function openEmbeddedStore(dir: string, template?: Uint8Array, chec
   timer.unref();
   return {
     ...store,
+    soleProcess: lock.held,
     close: async () => {
       clearInterval(timer);
       try {

@@ -18,6 +18,12 @@ export interface Sql {
 
 export interface Store extends Sql {
   readonly kind: 'embedded' | 'postgres';
+  /**
+   * this process is the only one using the store (the embedded store, its data dir locked:
+   * dir-lock.ts): what the store holds for a running process when it opens (a query's money
+   * reservation, a webhook delivery's lease) was left by one that ended, and can be given back at once
+   */
+  readonly soleProcess?: boolean;
   /** Run `fn` in one transaction; it commits when `fn` resolves and rolls back when it throws. */
   tx<T>(fn: (sql: Sql) => Promise<T>): Promise<T>;
   close(): Promise<void>;

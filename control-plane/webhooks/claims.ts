@@ -126,6 +126,21 @@ export async function holdClaim(store: Sql, c: Claim, holdMs: number, now = new 
   return rows.length > 0;
 }
 
+/**
+ * Give back every lease in the store, due at once: at the start of a process that is the store's
+ * only user (Store.soleProcess), each was left by a process that ended mid-attempt (a kill, a
+ * crash), which would otherwise hold its delivery until the lease ran out. The attempt is made
+ * again, with the same delivery id and body. Returns how many.
+ */
+export async function releaseLeftLeases(store: Sql, now = new Date()): Promise<number> {
+  const rows = await store.query(
+    `UPDATE webhook_deliveries SET lease_until = NULL, next_attempt_at = LEAST(next_attempt_at, $1)
+     WHERE lease_until IS NOT NULL AND status = 'pending' RETURNING id`,
+    [now.toISOString()],
+  );
+  return rows.length;
+}
+
 /** Give claims back without an attempt (graceful stop): due at once, only where the lease is still theirs. */
 export async function releaseClaims(store: Sql, claims: readonly Claim[], now = new Date()): Promise<number> {
   if (claims.length === 0) return 0;

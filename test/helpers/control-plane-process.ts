@@ -3,8 +3,11 @@
  * child process, for tests that kill and restart it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs/promises';
 import path from 'node:path';
 import { ensureDist, ROOT } from '../cli/dist.js';
+import { CACHE, demoImage, tempDir } from './server.js';
+import type { TapTest } from './tap.js';
 
 export const CONTROL_PLANE_JS = path.join(ROOT, 'dist/control-plane/main.js');
 
@@ -49,4 +52,16 @@ export function startControlPlane(env: Record<string, string>): Promise<ControlP
 /** The exit code once it has exited (at once if it already has). */
 export function exitOf(child: ChildProcess): Promise<number | null> {
   return child.exitCode !== null || child.signalCode !== null ? Promise.resolve(child.exitCode) : new Promise((resolve) => child.once('exit', (code) => resolve(code)));
+}
+
+/**
+ * A new data dir holding the demo image as a first start leaves it (copied from the test cache,
+ * so the process does not build it), removed when `t` ends.
+ */
+export async function dataDirWithDemo(t: TapTest): Promise<string> {
+  const dataDir = await tempDir();
+  t.teardown(() => fs.rm(dataDir, { recursive: true, force: true }));
+  await demoImage();
+  await fs.cp(path.join(CACHE, 'demo'), path.join(dataDir, 'demo'), { recursive: true });
+  return dataDir;
 }

@@ -4,18 +4,13 @@
  * every delivery arrives, at most once more with the same delivery id. Then SIGTERM with
  * attempts in flight: they finish (or are released) and the process exits 0.
  */
-import fs from 'node:fs/promises';
-import path from 'node:path';
 import t from 'tap';
-import { api, demoImage, tempDir, CACHE } from '../helpers/server.js';
+import { api } from '../helpers/server.js';
 import { Receiver } from './receiver.js';
-import { exitOf, startControlPlane as start } from '../helpers/control-plane-process.js';
+import { dataDirWithDemo, exitOf, startControlPlane as start } from '../helpers/control-plane-process.js';
 
 t.test('SIGKILL with deliveries pending: after a restart every delivery arrives, at most duplicated with the same id', async (t) => {
-  const dataDir = await tempDir();
-  t.teardown(() => fs.rm(dataDir, { recursive: true, force: true }));
-  await demoImage();
-  await fs.cp(path.join(CACHE, 'demo'), path.join(dataDir, 'demo'), { recursive: true });
+  const dataDir = await dataDirWithDemo(t);
   const env = {
     SVC_DATA_DIR: dataDir,
     PORT: '0',
