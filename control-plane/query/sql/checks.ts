@@ -39,6 +39,49 @@ export function checkFunction(fc: Obj): void {
   }
 }
 
+/** the allow-listed functions whose result is a record, with its fields */
+const RECORD_FIELDS: ReadonlyMap<string, ReadonlySet<string>> = new Map(
+  ['json_each', 'json_each_text', 'jsonb_each', 'jsonb_each_text'].map((f) => [f, new Set(['key', 'value'])]),
+);
+
+/**
+ * `(x).name`, `(x)[1].name`: a field of x when x is a composite value, else PostgreSQL's
+ * function-call notation `name(x)`, a function the FuncCall check never sees (`(q).ts_stat` runs
+ * the query text q; search_path = pg_catalog does not stop it, the catalog is where it lives).
+ * Svc does not know x's type, so a name after a value is allowed only where either reading is
+ * allowed: a field of the record an allow-listed `*_each` function returns (`key`, `value`), or
+ * the name of an allowed function.
+ */
+export function checkIndirection(ind: Obj): void {
+  const list = ind['indirection'];
+  if (!Array.isArray(list)) return; // (the walk refuses the malformed field)
+  let fields = recordFields(ind['arg']);
+  for (const el of list) {
+    const s = (el as Obj | undefined)?.['String'] as Obj | undefined;
+    if (s === undefined) {
+      fields = undefined; // a subscript or `.*`: what follows is on another value
+      continue;
+    }
+    const name = s['sval'];
+    if (typeof name !== 'string') throw unsupported('A_Indirection.indirection');
+    if (!fields?.has(name) && !ALLOWED_FUNCTION_NAMES.has(name)) {
+      throw violation(`(…).${quoteIdent(name)} is not allowed: after a value that is not composite PostgreSQL reads it as the function ${name}(…), outside the allow-list; select a table's column as alias.column, and a field of json_each/jsonb_each(_text) as (…).key or (…).value`, {
+        reason: 'function_not_allowed',
+        function: name,
+        construct: `(…).${name}`,
+      });
+    }
+    fields = undefined;
+  }
+}
+
+function recordFields(arg: unknown): ReadonlySet<string> | undefined {
+  const fc = (arg as Obj | undefined)?.['FuncCall'] as Obj | undefined;
+  const names = Array.isArray(fc?.['funcname']) ? (fc['funcname'] as unknown[]).map(stringValue) : [];
+  const qualifiedOk = names.length === 1 || (names.length === 2 && names[0] === 'pg_catalog');
+  return qualifiedOk ? RECORD_FIELDS.get(names[names.length - 1] ?? '') : undefined;
+}
+
 export function checkSampleMethod(ts: Obj): void {
   const method = ts['method'];
   const names = Array.isArray(method) ? method.map(stringValue) : [];

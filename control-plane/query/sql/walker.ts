@@ -11,7 +11,7 @@
  *   (matched structurally), so a deparser bug cannot smuggle anything past the policy.
  */
 
-import { checkFunction, checkOperator, checkSampleMethod, checkSqlValueFunction, checkType } from './checks.js';
+import { checkFunction, checkIndirection, checkOperator, checkSampleMethod, checkSqlValueFunction, checkType } from './checks.js';
 import { rewriteFailed, SqlPolicyError, unsupported, violation } from './errors.js';
 import { type Kind, L, LOCK_NAMES, N, type Obj, REFUSED, SPECS, V } from './grammar.js';
 import { quoteIdent } from './quote.js';
@@ -129,6 +129,9 @@ export class Walker {
         break;
       case 'TypeName':
         checkType(obj);
+        break;
+      case 'A_Indirection':
+        checkIndirection(obj);
         break;
       case 'A_Expr':
         checkOperator(obj['name']);
