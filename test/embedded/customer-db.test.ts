@@ -51,7 +51,7 @@ async function exercise(t: Test, db: CustomerDatabase): Promise<void> {
     let rows = 0;
     let sum = 0;
     let batches = 0;
-    for await (const ev of server.openStream({ statement: 'SELECT c.id, c.name, g FROM cdb_t c CROSS JOIN generate_series(1, 5) g WHERE c.id <= $1', params: [1000] })) {
+    for await (const ev of server.openStream({ statement: 'SELECT c.id, c.name, g FROM public.cdb_t c CROSS JOIN generate_series(1, 5) g WHERE c.id <= $1', params: [1000] })) {
       if (ev.type !== 'rows') continue;
       batches++;
       for (const r of ev.rows) {
@@ -63,10 +63,10 @@ async function exercise(t: Test, db: CustomerDatabase): Promise<void> {
     t.equal(sum, 5 * (1000 * 1001) / 2);
     t.ok(batches >= 25, `streamed in ${batches} batches of at most 200 rows`);
     // several streams at once through the pool, each answer its own
-    const many = await Promise.all(Array.from({ length: 12 }, (_, i) => server.openStream({ statement: 'SELECT name FROM cdb_t WHERE id = $1', params: [i + 1] }).collect()));
+    const many = await Promise.all(Array.from({ length: 12 }, (_, i) => server.openStream({ statement: 'SELECT name FROM public.cdb_t WHERE id = $1', params: [i + 1] }).collect()));
     t.same(many.map((r) => r.rows[0]?.[0]), Array.from({ length: 12 }, (_, i) => `n${i + 1}`));
     if (db.kind === 'postgres') {
-      const err = await server.openStream({ statement: 'DELETE FROM cdb_t' }).collect().then(() => null, (e: unknown) => e as { code?: string });
+      const err = await server.openStream({ statement: 'DELETE FROM public.cdb_t' }).collect().then(() => null, (e: unknown) => e as { code?: string });
       t.equal(err?.code, 'RELAY_ERR_READ_ONLY');
     } else {
       // the executor answers a failed query by opening a pg_cancel_backend connection (its abort
