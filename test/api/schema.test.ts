@@ -14,7 +14,7 @@ import mysql from 'mysql2/promise';
 import { verifyExport } from '../../cli/svc/commands/audit.js';
 import { PendingEvent } from '../../control-plane/audit/index.js';
 import { appendIfAnswerable } from '../../control-plane/billing/index.js';
-import { customerDatabase, dropWithRole, type CustomerDatabase } from '../helpers/customer-db.js';
+import { customerDatabase, dropWithRole, withSslmode, type CustomerDatabase } from '../helpers/customer-db.js';
 import { MARIADB_ADMIN, mariadbAnswers } from '../helpers/mariadb.js';
 import { startRelay } from '../helpers/relay.js';
 import { api, openConnection, signupAgent, startServer, type Agent, type TestServer } from '../helpers/server.js';
@@ -89,8 +89,6 @@ t.teardown(async () => small?.close());
 
 const schema = (key: string, conn: string) => api<SchemaBody>(srv.url, 'GET', `/v1/connections/${conn}/schema`, { key });
 const events = async (key: string, conn: string): Promise<AuditEvent[]> => (await api<{ events: AuditEvent[] }>(srv.url, 'GET', `/v1/connections/${conn}/audit`, { key })).body.events;
-const withSslmode = (url: string): string => `${url}${url.includes('?') ? '&' : '?'}sslmode=disable`;
-
 async function agentWith(kind: string, secret: string, options?: Record<string, unknown>): Promise<Agent> {
   const a = await signupAgent(srv.url);
   const r = await api(srv.url, 'POST', '/v1/connections/credentials', { key: a.key, body: { connector_kind: kind, secret, ...(options ? { options } : {}) } });

@@ -7,7 +7,7 @@
  */
 import { customerDatabase as open, type CustomerDatabase } from '../../bench/customer-db.js';
 import pg from 'pg';
-import { realPostgresAvailable, TEST_DATABASE_URL } from './server.js';
+import { api, realPostgresAvailable, signupAgent, TEST_DATABASE_URL, type Agent } from './server.js';
 import type { TapTest } from './tap.js';
 
 export type { CustomerDatabase, CustomerDatabaseKind } from '../../bench/customer-db.js';
@@ -15,6 +15,17 @@ export { PGLITE_MAX_CONNECTIONS } from '../../bench/customer-db.js';
 
 export function customerDatabase(prefix: string): Promise<CustomerDatabase> {
   return open(prefix, { baseUrl: TEST_DATABASE_URL });
+}
+
+/** `url` with `sslmode=disable`: the test databases on loopback speak no TLS */
+export const withSslmode = (url: string): string => `${url}${url.includes('?') ? '&' : '?'}sslmode=disable`;
+
+/** A new agent whose organization holds `url` (sslmode=disable) as its `postgres` credential. */
+export async function postgresAgent(base: string, url: string): Promise<Agent> {
+  const a = await signupAgent(base);
+  const r = await api(base, 'POST', '/v1/connections/credentials', { key: a.key, body: { connector_kind: 'postgres', secret: withSslmode(url) } });
+  if (r.status !== 201) throw new Error(`credential: ${r.status} ${r.text}`);
+  return a;
 }
 
 /** Drops the database and, on a real PostgreSQL, the login role a test created in it. */

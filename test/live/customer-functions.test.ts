@@ -12,9 +12,9 @@ checker lets any unqualified operator through: the catalog decides what it means
  */
 import t from 'tap';
 import pg from 'pg';
-import { customerDatabase, type CustomerDatabase } from '../helpers/customer-db.js';
+import { customerDatabase, postgresAgent, type CustomerDatabase } from '../helpers/customer-db.js';
 import { executorSession } from '../helpers/executor-session.js';
-import { api, openConnection, signupAgent, startServer, type TestServer } from '../helpers/server.js';
+import { api, openConnection, startServer, type TestServer } from '../helpers/server.js';
 
 const SECRET = 'top secret, never in scope';
 
@@ -42,14 +42,10 @@ t.teardown(async () => {
   await db?.drop();
 });
 
-const withSslmode = (url: string): string => `${url}${url.includes('?') ? '&' : '?'}sslmode=disable`;
-
 const STATEMENTS = ['SELECT lower(id) AS v FROM orders', 'SELECT id || id AS v FROM orders', 'SELECT id #~# id AS v FROM orders'];
 
 t.test('the postgres target: the customer’s function and operator are not found, nothing outside the scopes comes back', async (t) => {
-  const a = await signupAgent(srv.url);
-  const cred = await api(srv.url, 'POST', '/v1/connections/credentials', { key: a.key, body: { connector_kind: 'postgres', secret: withSslmode(db.url) } });
-  t.equal(cred.status, 201, cred.text);
+  const a = await postgresAgent(srv.url, db.url);
   const conn = await openConnection(srv.url, a.key, 'postgres', ['read:public.orders']);
   for (const sql of STATEMENTS) {
     const r = await api<{ error?: { code: string; message: string } }>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql } });

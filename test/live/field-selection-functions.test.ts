@@ -12,8 +12,8 @@
  */
 import t from 'tap';
 import pg from 'pg';
-import { customerDatabase, type CustomerDatabase } from '../helpers/customer-db.js';
-import { api, openConnection, signupAgent, startServer, type TestServer } from '../helpers/server.js';
+import { customerDatabase, postgresAgent, type CustomerDatabase } from '../helpers/customer-db.js';
+import { api, openConnection, startServer, type TestServer } from '../helpers/server.js';
 
 let db: CustomerDatabase;
 let srv: TestServer;
@@ -34,8 +34,6 @@ t.teardown(async () => {
   await db?.drop();
 });
 
-const withSslmode = (url: string): string => `${url}${url.includes('?') ? '&' : '?'}sslmode=disable`;
-
 const LEAKS = [
   "SELECT (s.q).ts_stat AS v FROM (SELECT 'SELECT to_tsvector(value) FROM public.secrets'::text AS q) s",
   "WITH s AS (SELECT 'SELECT to_tsvector(value) FROM public.secrets'::text AS q) SELECT (s.q).ts_stat AS v FROM s",
@@ -46,9 +44,7 @@ const LEAKS = [
 ];
 
 t.test('the postgres target: a function written as a field is refused like any function outside the allow-list', async (t) => {
-  const a = await signupAgent(srv.url);
-  const cred = await api(srv.url, 'POST', '/v1/connections/credentials', { key: a.key, body: { connector_kind: 'postgres', secret: withSslmode(db.url) } });
-  t.equal(cred.status, 201, cred.text);
+  const a = await postgresAgent(srv.url, db.url);
   const conn = await openConnection(srv.url, a.key, 'postgres', ['read:public.orders']);
   const query = (sql: string) => api<{ error?: { code: string; details?: { reason?: string } }; rows?: unknown[] }>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql } });
   for (const sql of LEAKS) {

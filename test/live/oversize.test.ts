@@ -8,7 +8,7 @@
  */
 import t from 'tap';
 import pg from 'pg';
-import { customerDatabase, quietServerLog } from '../helpers/customer-db.js';
+import { customerDatabase, quietServerLog, withSslmode } from '../helpers/customer-db.js';
 import { api, openConnection, realPostgresAvailable, signupAgent, startServer, type TestServer } from '../helpers/server.js';
 
 interface QueryBody {
@@ -30,8 +30,6 @@ t.before(async () => {
 t.teardown(async () => {
   await srv?.close();
 });
-
-const withSslmode = (url: string): string => `${url}${url.includes('?') ? '&' : '?'}sslmode=disable`;
 
 async function setup(kind: 'postgres' | 'mysql', url: string, scopes: string[]): Promise<{ key: string; conn: string }> {
   const s = srv as TestServer;

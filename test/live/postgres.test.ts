@@ -7,7 +7,7 @@
  */
 import t from 'tap';
 import pg from 'pg';
-import { customerDatabase, dropWithRole, type CustomerDatabase } from '../helpers/customer-db.js';
+import { customerDatabase, dropWithRole, withSslmode, type CustomerDatabase } from '../helpers/customer-db.js';
 import { api, openConnection, signupAgent, startServer, type TestServer } from '../helpers/server.js';
 
 let db: CustomerDatabase;
@@ -46,8 +46,6 @@ interface QueryBody {
   scope_applied: { tables_allowed: string[]; tables_read: string[]; row_filters: Record<string, string | null> };
   error?: { code: string; message: string; details?: Record<string, unknown> };
 }
-
-const withSslmode = (url: string): string => `${url}${url.includes('?') ? '&' : '?'}sslmode=disable`;
 
 async function agentWithCredential(url = withSslmode(db.url)): Promise<{ key: string }> {
   const a = await signupAgent(srv.url);
