@@ -13,7 +13,7 @@ import path from 'node:path';
 import pg from 'pg';
 import t from 'tap';
 import { demoImage, freshDatabase, openConnection, realPostgresAvailable, tempDir, CACHE } from '../helpers/server.js';
-import { buildDist, controlPlaneBin, enrollRelay, freePort, fundedAgent, ordersDatabase, queryFn, rmDir, runRelay, spawnNode, until, type Proc } from '../relay-agent/harness.js';
+import { buildDist, controlPlaneBin, enrollRelay, freePort, fundedAgent, ordersDatabase, queryFn, rmDir, runRelay, spawnNode, until, withOutputs, type Proc } from '../relay-agent/harness.js';
 
 /** about 3 s on a 2-core machine: long enough to be running when the holder is stopped, short of every deadline */
 const SLOW = 'SELECT count(*) AS n FROM orders a, orders b WHERE a.amount + b.amount > 0';
@@ -71,10 +71,12 @@ if (!(await realPostgresAvailable())) {
     const storeDb = new pg.Client({ connectionString: store.url });
     await storeDb.connect();
     t.teardown(() => storeDb.end());
-    await until('B holds the relay tunnel', async () => {
+    // 60 s, as the replicas' start: a loaded CI machine once took more than 20 s (its output now says why, should it again)
+    const held = until('B holds the relay tunnel', async () => {
       const r = await storeDb.query<{ live: boolean }>('SELECT tunnel_address = $2 AND tunnel_until > now() AS live FROM relays WHERE id = $1', [enrolled.relay_id, `127.0.0.1:${ports.bTunnel}`]);
       return r.rows[0]?.live === true;
-    }, 20_000);
+    }, 60_000);
+    await withOutputs(held, { 'svc-relay': relay, 'replica B': b.proc, 'replica A': a.proc });
     const conn = await openConnection(a.url, agent.key, 'postgres-relay', [`relay:${enrolled.relay_id}`, 'read:public.orders']);
     const ask = queryFn(a.url, agent.key, conn);
     t.equal((await ask('SELECT count(*) AS n FROM orders')).status, 200, 'A answers through B');

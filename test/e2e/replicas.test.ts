@@ -22,7 +22,7 @@ import path from 'node:path';
 import pg from 'pg';
 import t from 'tap';
 import { api, demoImage, freshDatabase, openConnection, realPostgresAvailable, tempDir, CACHE } from '../helpers/server.js';
-import { buildDist, controlPlaneBin, enrollRelay, freePort, fundedAgent, ordersDatabase, queryFn, rmDir, runRelay, spawnNode, until, type Proc } from '../relay-agent/harness.js';
+import { buildDist, controlPlaneBin, enrollRelay, freePort, fundedAgent, ordersDatabase, queryFn, rmDir, runRelay, spawnNode, until, withOutputs, type Proc } from '../relay-agent/harness.js';
 
 /** A TCP balancer: each new connection goes to the next backend in turn; a backend that refuses is skipped. */
 function balancer(backends: () => readonly number[]): Promise<{ port: number; close: () => Promise<void> }> {
@@ -141,7 +141,7 @@ if (!(await realPostgresAvailable())) {
       const row = r.rows[0];
       return row?.live ? replicas.find((x) => `127.0.0.1:${x.tunnelPort}` === row.tunnel_address) : undefined;
     };
-    await until('the relay holds a tunnel', holder, 20_000);
+    await withOutputs(until('the relay holds a tunnel', holder, 60_000), { 'svc-relay': relay, ...Object.fromEntries(replicas.map((r, i) => [`replica ${i}`, r.proc])) });
     const conn = await openConnection(front, agent.key, 'postgres-relay', [`relay:${relayId}`, 'read:public.orders']);
     const ask = (url: string, id = 1) => queryFn(url, agent.key, conn)(`SELECT id, tenant_id FROM orders WHERE id = ${id}`);
 

@@ -146,6 +146,19 @@ export async function until<T>(what: string, probe: () => Promise<T | undefined 
   }
 }
 
+/**
+ * `p`, or its error with the named processes' output appended: a wait that times out on a loaded
+ * machine says what the relay and the control planes were doing (a CI log is all there is).
+ */
+export async function withOutputs<T>(p: Promise<T>, procs: Record<string, Proc | undefined>): Promise<T> {
+  try {
+    return await p;
+  } catch (err) {
+    const outputs = Object.entries(procs).map(([name, proc]) => `--- ${name}:\n${proc?.output() ?? '(not started)'}`);
+    throw new Error([(err as Error).message, ...outputs].join('\n'));
+  }
+}
+
 export async function waitStatus(url: string, key: string, relayId: string, status: 'online' | 'offline', timeoutMs = 30_000): Promise<void> {
   await until(`relay ${relayId} ${status}`, async () => (await relayView(url, key, relayId)).status === status, timeoutMs);
 }
