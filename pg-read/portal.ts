@@ -3,7 +3,7 @@
  * in the extended protocol and in one corked write,
  *
  *   [BEGIN READ ONLY]                      the transaction (absent when the caller opened it)
- *   SELECT set_config('statement_timeout', …, true)
+ *   SELECT pg_catalog.set_config('statement_timeout', …, true)
  *                                          (a SELECT takes the transaction's snapshot, after
  *                                          which nothing can switch it to read-write)
  *   settings…                              the caller's trusted statements (SET LOCAL …; after
@@ -14,7 +14,8 @@
  *   the statement (or FETCH FORWARD n FROM <cursor>) as the unnamed portal, described and
  *   executed with a row limit of the cap plus one (a larger result ends as PortalSuspended:
  *   truncated, never read past the cap)
- *   SELECT pg_advisory_unlock_all()        (RELEASE_SESSION_LOCKS)
+ *   SELECT pg_catalog.pg_advisory_unlock_all()
+ *                                          (RELEASE_SESSION_LOCKS)
  *   ROLLBACK                               (the last: what the transaction holds, e.g. a
  *                                          caller's transaction-scoped advisory locks, is held
  *                                          until the read's last statement)
@@ -37,7 +38,7 @@ import pg from 'pg';
  * setseed() or LOAD: the callers refuse those statements; `DEALLOCATE ALL` is not run here, as
  * behind PgBouncer it would drop the statements other clients prepared on the server connection.)
  */
-export const RELEASE_SESSION_LOCKS = 'SELECT pg_advisory_unlock_all()';
+export const RELEASE_SESSION_LOCKS = 'SELECT pg_catalog.pg_advisory_unlock_all()';
 
 /**
  * A trusted setting for an agent's statement on a customer's database (the `postgres` target's
@@ -144,7 +145,10 @@ export class PortalQuery {
     c.stream.cork?.();
     try {
       if (p.begin !== null) simple(p.begin);
-      simple(`SELECT set_config('statement_timeout', '${p.timeoutMs}', true)`);
+      // (qualified, as RELEASE_SESSION_LOCKS: both run on the role's own search_path, before the
+      // pin or after the transaction, where a `public, pg_catalog` path would find a customer's
+      // function of the same name and signature first)
+      simple(`SELECT pg_catalog.set_config('statement_timeout', '${p.timeoutMs}', true)`);
       for (const s of p.settings) simple(s);
       if (p.cursor === undefined) {
         c.parse({ text: p.text });
