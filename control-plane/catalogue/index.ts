@@ -96,11 +96,14 @@ function demoTarget(d: DatasetDef): Target {
   };
 }
 
-function filterRule(schema: string): ScopeRule {
+/** how a PostgreSQL database's scopes spell names (catalogue/scopes.ts readPgPath) */
+const PG_NAMES = 'Names fold to lower case as in SQL; a name with capitals or other characters is double-quoted, as in SQL (read:public."Sales").';
+
+function filterRule(schema: string, pgNames: boolean): ScopeRule {
   return {
     name: 'filter',
     pattern: 'filter:<schema>.<table>.<column>=<value> | filter:<table>.<column>=<value>',
-    description: 'Only rows of that table whose column equals the value (several filters on one table all apply); the table must also be in a read: scope. System schemas can never be named.',
+    description: `Only rows of that table whose column equals the value (several filters on one table all apply); the table must also be in a read: scope. System schemas can never be named.${pgNames ? ' Names fold to lower case unless double-quoted, as in SQL (filter:"Sales"."Region"=eu).' : ''}`,
     required: false,
     examples: [`filter:${schema}.orders.tenant_id=42`],
   };
@@ -110,13 +113,14 @@ function liveTarget(l: LiveTargetDef): Target {
   const grammar: ScopeRule[] = [];
   if (l.id === 'postgres-relay') {
     grammar.push({ name: 'relay', pattern: 'relay:<relay_id>', description: "The organization's relay that carries the queries.", required: true, examples: ['relay:rly_…'] });
-    grammar.push({ name: 'read', pattern: 'read:<schema>.<table> | read:<table>', description: 'Tables the connection may read (an unqualified name means public.<table>).', required: true, examples: ['read:public.orders'] });
-    grammar.push(filterRule('public'));
+    grammar.push({ name: 'read', pattern: 'read:<schema>.<table> | read:<table>', description: `Tables the connection may read (an unqualified name means public.<table>). ${PG_NAMES}`, required: true, examples: ['read:public.orders', 'read:public."Sales"'] });
+    grammar.push(filterRule('public', true));
   } else if (l.database) {
     const schema = l.id === 'mysql' ? 'shop' : 'public';
     const unqualified = l.id === 'mysql' ? "a table of the credential's database" : 'public.<table>';
-    grammar.push({ name: 'read', pattern: 'read:<schema>.<table> | read:<table>', description: `Tables the connection may read (an unqualified name means ${unqualified}); read:* is not available on databases.`, required: true, examples: [`read:${schema}.orders`] });
-    grammar.push(filterRule(schema));
+    const pg = l.id === 'mysql' ? '' : ` ${PG_NAMES}`;
+    grammar.push({ name: 'read', pattern: 'read:<schema>.<table> | read:<table>', description: `Tables the connection may read (an unqualified name means ${unqualified}); read:* is not available on databases.${pg}`, required: true, examples: [`read:${schema}.orders`, ...(pg ? [`read:${schema}."Sales"`] : [])] });
+    grammar.push(filterRule(schema, l.id !== 'mysql'));
   } else grammar.push({ ...READ_DEMO, examples: l.tables?.[0] ? [`read:${l.tables[0].name}`, 'read:*'] : ['read:*'] });
   if (l.period) grammar.push({ ...PERIOD, description: "Restricts objects to a half-open UTC interval on their creation time; out-of-period objects are never fetched." });
   return {

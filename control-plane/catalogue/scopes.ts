@@ -72,6 +72,49 @@ const MAX_SCOPES = 64;
 const IDENT = /^[a-z_][a-z0-9_$]{0,62}$/;
 const IDENT_CASED = /^[A-Za-z_][A-Za-z0-9_$]{0,62}$/;
 
+/** PostgreSQL's longest identifier, in bytes (NAMEDATALEN - 1: a longer one is cut to this) */
+const PG_MAX_IDENT_BYTES = 63;
+
+/**
+ * A dotted name of a PostgreSQL scope, as PostgreSQL reads it: an unquoted part
+ * (`[A-Za-z_][A-Za-z0-9_$]*`) is folded to lower case, a double-quoted one (`"Sales"`) is kept as
+ * written. A quoted part may hold any character but `"`, `.` and control characters (so the
+ * parts joined with `.` stay one unambiguous name), at most 63 bytes. Reads from the start of
+ * `text` up to the end or the first `=` after a part; null when it is not such a name.
+ */
+export function readPgPath(text: string): { readonly parts: string[]; readonly rest: string } | null {
+  const parts: string[] = [];
+  let at = 0;
+  for (;;) {
+    let part: string;
+    if (text[at] === '"') {
+      const close = text.indexOf('"', at + 1);
+      if (close < 0) return null;
+      part = text.slice(at + 1, close);
+      if (part === '' || /["\.\u0000-\u001f\u007f]/.test(part) || Buffer.byteLength(part) > PG_MAX_IDENT_BYTES) return null;
+      at = close + 1;
+    } else {
+      const m = /^[A-Za-z_][A-Za-z0-9_$]{0,62}/.exec(text.slice(at));
+      if (!m) return null;
+      part = m[0].toLowerCase();
+      at += m[0].length;
+    }
+    parts.push(part);
+    if (at === text.length || text[at] === '=') return { parts, rest: text.slice(at) };
+    if (text[at] !== '.') return null;
+    at++;
+  }
+}
+
+/**
+ * A PostgreSQL name as SQL spells it: each part as it is when it reads back the same unquoted
+ * (lower case), else double-quoted (`public."Sales"`). The name the agent writes, and the one
+ * svc answers with (`scope_applied`, the schema listing).
+ */
+export function pgSqlName(parts: readonly string[]): string {
+  return parts.map((p) => (IDENT.test(p) ? p : `"${p.replace(/"/g, '""')}"`)).join('.');
+}
+
 export function periodInterval(value: string): Interval | undefined {
   if (value.startsWith('0000')) return undefined; // there is no year 0
   let m = /^(\d{4})$/.exec(value);
@@ -115,6 +158,9 @@ export function parseScopes(target: ScopeTarget, scopes: readonly string[]): Par
   if (scopes.length > MAX_SCOPES) fail(`at most ${MAX_SCOPES} scopes`);
 
   const ruleNames = new Set(target.grammar.map((r) => r.name));
+  // PostgreSQL databases: names fold to lower case unless double-quoted, as in SQL
+  const pgNames = target.systemSchemas === 'postgres';
+  const spell = (t: string): string => (pgNames ? pgSqlName(t.split('.')) : t);
   const reads = new Set<string>();
   let readAll = false;
   const periods: Interval[] = [];
@@ -146,6 +192,15 @@ export function parseScopes(target: ScopeTarget, scopes: readonly string[]): Par
           readAll = true;
           break;
         }
+        if (pgNames) {
+          const path = readPgPath(value);
+          if (!path || path.rest !== '' || path.parts.length > 2) fail(`${JSON.stringify(raw)} must name a table as read:<table> or read:<schema>.<table>; a name with capitals or other characters is written in double quotes, as in SQL (read:public."Sales")`, raw);
+          else {
+            systemSchemaCheck(path.parts, raw);
+            reads.add(path.parts.join('.'));
+          }
+          break;
+        }
         const table = target.preserveCase ? value : value.toLowerCase();
         if (target.tableNames) {
           if (!target.tableNames.includes(table)) fail(`unknown table ${JSON.stringify(value)} in ${JSON.stringify(raw)}; tables of ${target.id}: ${target.tableNames.join(', ')}`, raw);
@@ -172,6 +227,18 @@ export function parseScopes(target: ScopeTarget, scopes: readonly string[]): Par
       case 'filter': {
         // filter:<schema>.<table>.<column>=<value>, or filter:<table>.<column>=<value> (the
         // unqualified table, as read:<table> names it)
+        if (pgNames) {
+          const path = readPgPath(value);
+          const n = path?.parts.length ?? 0;
+          if (!path || n < 2 || n > 3 || !/^=.{0,200}$/.test(path.rest)) {
+            fail(`${JSON.stringify(raw)} must be filter:<schema>.<table>.<column>=<value> or filter:<table>.<column>=<value>; a name with capitals or other characters is written in double quotes, as in SQL (filter:public."Sales"."Region"=eu)`, raw);
+          } else {
+            const tableParts = path.parts.slice(0, -1);
+            systemSchemaCheck(tableParts, raw);
+            filters.push({ table: tableParts.join('.'), column: path.parts[n - 1] as string, value: path.rest.slice(1) });
+          }
+          break;
+        }
         const id = target.preserveCase ? '[A-Za-z_][A-Za-z0-9_$]{0,62}' : '[a-z_][a-z0-9_$]{0,62}';
         const eq = value.indexOf('=');
         const path = eq < 0 ? value : value.slice(0, eq);
@@ -209,7 +276,7 @@ export function parseScopes(target: ScopeTarget, scopes: readonly string[]): Par
       fail(
         other !== undefined
           ? `filter on ${spelled} does not name the table of read:${other}: an unqualified name means the credential's database, known only when a query runs, so a filter must spell its table as the read: scope does; write filter:${other}.${f.column}=… or read:${f.table}`
-          : `filter on ${f.table} needs read:${f.table} in the same connection`,
+          : `filter on ${spell(f.table)} needs read:${spell(f.table)} in the same connection`,
       );
     }
   }

@@ -21,6 +21,7 @@ import { LiveConnections, poolKey, type PoolDriver } from './pool.js';
 import { postgresScopedTables, relayPolicy } from '../query/relay.js';
 import { catalogLimits, postgresCatalogSql, postgresListing, type SchemaListing } from '../query/schema.js';
 import type { SqlChecker } from '../query/sql/offload.js';
+import { rowFiltersOf } from '../query/sql/index.js';
 import type { CredentialKindDef, LiveConnector, LiveRunContext, PreparedLiveQuery } from './types.js';
 
 const EXAMPLE = 'postgres://reader:password@db.example.com:5432/app?sslmode=verify-full';
@@ -79,9 +80,7 @@ export function preparedFrom(
   checked: { readonly sql: string; readonly tables: readonly string[] },
   allowed: ReadonlyMap<string, { readonly name: string; readonly predicate: string | null }>,
 ): PreparedLiveQuery {
-  const rowFilters: Record<string, string | null> = {};
-  for (const name of checked.tables) rowFilters[name] = allowed.get(name)?.predicate ?? null;
-  return { sql: checked.sql, tables: checked.tables, rowFilters, tablesAllowed: [...new Set([...allowed.values()].map((t) => t.name))].sort() };
+  return { sql: checked.sql, tables: checked.tables, rowFilters: rowFiltersOf(allowed, checked.tables), tablesAllowed: [...new Set([...allowed.values()].map((t) => t.name))].sort() };
 }
 
 export class PostgresConnector implements LiveConnector {

@@ -113,7 +113,7 @@ async function preparePolicy(checks: PolicyChecks, target: Target, scopes: Parse
   return {
     sql: checked.sql,
     tables: checked.tables,
-    rowFilters: rowFiltersOf(policy, checked.tables),
+    rowFilters: rowFiltersOf(policy.allowed, checked.tables),
     tablesAllowed: scopes.read === 'all' ? '*' : [...new Set([...policy.allowed.values()].map((t) => t.name))].sort(),
     plan: { explain: checked.kind === 'explain', allowed: [...policy.allowed.values()] },
   };

@@ -10,7 +10,7 @@ import { isValueTooDeep, RowCollector, uniqueColumnNames, valueTooDeep, type Col
 import { ApiError, isApiError } from '../errors.js';
 import { statementRejected } from './errors.js';
 import type { ParsedScopes } from '../catalogue/index.js';
-import { isSystemSchema } from '../catalogue/scopes.js';
+import { isSystemSchema, pgSqlName } from '../catalogue/scopes.js';
 import { quoteIdent, quoteLiteral } from './sql/quote.js';
 import type { TunnelRegistry } from '../tunnel/index.js';
 import type { RelayForwarder } from '../tunnel/forward.js';
@@ -23,7 +23,9 @@ import { catalogLimits, postgresCatalogSql, postgresListing, type PostgresScoped
  * `public.orders`; an unqualified name is `public.<name>` when that is scoped, else the one scoped
  * table of that name), and
  * both read the scope's own `"schema"."table"`. `filter:<schema>.<table>.<column>=<value>` (or
- * `filter:<table>.<column>=<value>`): rows of that table whose column equals the value. A scope
+ * `filter:<table>.<column>=<value>`): rows of that table whose column equals the value. Names
+ * are PostgreSQL's: folded to lower case unless double-quoted in the scope (`read:public."Sales"`,
+ * which the agent writes `"Sales"` or `public."Sales"` in SQL). A scope
  * naming a system schema never becomes a readable table (refused at creation; the resolver
  * refuses system schemas again at query time, before it looks at the allowed tables).
  */
@@ -38,7 +40,8 @@ export function relayPolicy(scopes: ParsedScopes): SqlPolicy {
     const filters = scopes.filters
       .filter((f) => (f.table.includes('.') ? f.table : `public.${f.table}`) === qualified)
       .map((f) => `${quoteIdent(f.column)} = ${quoteLiteral(f.value)}`);
-    const entry: ScopedTable = { name: qualified, schema, table, predicate: filters.length ? filters.join(' AND ') : null };
+    // (named as SQL spells it: public.orders, public."Sales")
+    const entry: ScopedTable = { name: pgSqlName([schema, table]), schema, table, predicate: filters.length ? filters.join(' AND ') : null };
     allowed.set(qualified, entry);
     // an unqualified name is public.<table>, as in the scopes; else the one scoped table of that name
     if (schema === 'public' || (byName.get(table) === 1 && !tables.includes(`public.${table}`))) allowed.set(table, entry);

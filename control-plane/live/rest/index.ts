@@ -74,7 +74,7 @@ function result(scopes: ParsedScopes, policy: SqlPolicy, checked: ReturnType<typ
   return {
     sql: checked.sql,
     tables: checked.tables,
-    rowFilters: rowFiltersOf(policy, checked.tables),
+    rowFilters: rowFiltersOf(policy.allowed, checked.tables),
     tablesAllowed: scopes.read === 'all' ? '*' : [...scopes.read].sort(),
     plan: { kind: checked.kind, schema: physical } satisfies Plan,
   };

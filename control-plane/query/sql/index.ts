@@ -73,10 +73,16 @@ export interface SqlPolicy {
   readonly schemas: readonly string[];
 }
 
-/** Per table read (agent-facing names): the row predicate the policy enforces beneath it, or null for every row. */
-export function rowFiltersOf(policy: SqlPolicy, tables: readonly string[]): Record<string, string | null> {
+/**
+ * Per table read (agent-facing names): the row predicate the policy enforces beneath it, or null
+ * for every row. Looked up by each entry's name, which need not be a key of `allowed` (those are
+ * the names as the parser reads them: `public.Sales` for the table SQL spells `public."Sales"`).
+ */
+export function rowFiltersOf(allowed: ReadonlyMap<string, { readonly name: string; readonly predicate: string | null }>, tables: readonly string[]): Record<string, string | null> {
+  const byName = new Map<string, string | null>();
+  for (const e of allowed.values()) byName.set(e.name, e.predicate);
   const rowFilters: Record<string, string | null> = {};
-  for (const name of tables) rowFilters[name] = policy.allowed.get(name)?.predicate ?? null;
+  for (const name of tables) rowFilters[name] = byName.get(name) ?? null;
   return rowFilters;
 }
 
