@@ -118,6 +118,27 @@ export function isPermanentRefusal(status: number): status is TunnelRefusalStatu
   return status === 401 || status === 403;
 }
 
+// ------------------------------------------------------------------ what a relay says it does
+
+/**
+ * HELLO features of a tunnel session (the session uses those both sides offer). svc-relay offers
+ * every one it implements, and the control plane offers the same, so a current relay's tunnel
+ * negotiates them all; a relay built before one was introduced offers none of it.
+ */
+export const RelayFeature = {
+  /**
+   * The relay runs every statement with `SET LOCAL search_path = pg_catalog` (pg-read
+   * PIN_SEARCH_PATH), so a function or operator of the customer's named like the catalog's is
+   * never chosen for an agent. Required: the control plane runs nothing through a tunnel without it.
+   */
+  CATALOG_SEARCH_PATH: 'catalog-search-path',
+} as const;
+export type RelayFeatureName = (typeof RelayFeature)[keyof typeof RelayFeature];
+/** every feature, as both sides offer them in HELLO */
+export const RELAY_FEATURES: readonly RelayFeatureName[] = Object.values(RelayFeature);
+/** the features without which the control plane runs no statement through a relay's tunnel */
+export const REQUIRED_RELAY_FEATURES: readonly RelayFeatureName[] = [RelayFeature.CATALOG_SEARCH_PATH];
+
 // ------------------------------------------------------------------ a relay's stream errors
 
 /**

@@ -9,7 +9,7 @@
 import { isIP } from 'node:net';
 import WebSocket from 'ws';
 import { CloseCode, Session, type GoawayInfo, type IncomingQuery, type SessionCloseInfo, type SessionOptions, type Transport } from '../protocol/index.js';
-import { isPermanentClose, isPermanentRefusal, wsTransport } from '../protocol/relay-contract.js';
+import { isPermanentClose, isPermanentRefusal, RELAY_FEATURES, wsTransport } from '../protocol/relay-contract.js';
 import { tlsClientOptions } from '../pki/index.js';
 import type { LoadedConfig } from './enroll.js';
 import { RelayError } from './errors.js';
@@ -98,7 +98,8 @@ export class TunnelConnection {
   async open(): Promise<boolean> {
     const transport = this.#transport;
     if (this.#phase !== 'dialed' || !transport) throw new RelayError('RELAY_ERR_STATE', `a tunnel connection opens its session once, after dialing (it is ${this.#phase})`);
-    const session = new Session(transport, { ...(this.#o.session ?? {}), role: 'client', agent: this.#o.session?.agent ?? RELAY_AGENT_VERSION });
+    // (the features: what this relay does that the control plane relies on, e.g. the search_path pin)
+    const session = new Session(transport, { features: [...RELAY_FEATURES], ...(this.#o.session ?? {}), role: 'client', agent: this.#o.session?.agent ?? RELAY_AGENT_VERSION });
     session.onStream((q) => this.#o.handler(q));
     session.onGoaway((g) => (this.#peerGoaway ??= g));
     this.#session = session;

@@ -23,7 +23,7 @@ import type { TLSSocket } from 'node:tls';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { issueServerCertificate, tlsServerOptions, verifyClientCertificate, type Ca, type PkiErrorCode } from '../../pki/index.js';
 import { DEFAULT_MAX_FRAME_SIZE, Session } from '../../protocol/index.js';
-import { TUNNEL_CLOSES, TunnelDrain, TunnelRefusal, revocationClose, wsTransport, type TunnelRefusalReason, type TunnelRefusalStatus, type TunnelDrainReason, type TunnelRevocationReason } from '../../protocol/relay-contract.js';
+import { RELAY_FEATURES, REQUIRED_RELAY_FEATURES, TUNNEL_CLOSES, TunnelDrain, TunnelRefusal, revocationClose, wsTransport, type TunnelRefusalReason, type TunnelRefusalStatus, type TunnelDrainReason, type TunnelRevocationReason } from '../../protocol/relay-contract.js';
 import { DEFAULT_TUNNEL_DRAIN_MS } from '../config.js';
 import { isApiError } from '../errors.js';
 import { relayCa } from '../relays/ca.js';
@@ -321,7 +321,7 @@ export async function startTunnelListener(o: TunnelOptions): Promise<TunnelListe
   });
 
   const attach = (ws: WebSocket, relayId: string, orgId: string, serial: string): void => {
-    const session = new Session(wsTransport(ws), { role: 'server' });
+    const session = new Session(wsTransport(ws), { role: 'server', features: [...RELAY_FEATURES] });
     const tunnel: LiveTunnel = { relayId, orgId, serial, session, connectedAt: new Date(), version: null, terminate: () => ws.terminate() };
     const seen = (): void => {
       void o.store.query('UPDATE relays SET last_seen_at = $2, version = coalesce($3, version) WHERE id = $1', [relayId, new Date().toISOString(), tunnel.version]).catch(() => undefined);
@@ -333,6 +333,11 @@ export async function startTunnelListener(o: TunnelOptions): Promise<TunnelListe
       (n) => {
         if (session.state === 'closed') return;
         tunnel.version = n.peer.agent ?? null;
+        const lacking = REQUIRED_RELAY_FEATURES.filter((f) => !n.features.includes(f));
+        if (lacking.length > 0) {
+          // online (its status is true), but query/relay.ts runs nothing through it
+          o.log?.warn({ relay_id: relayId, version: tunnel.version, lacking }, 'relay connected without a feature svc requires (catalog-search-path: it pins search_path): its queries are refused until svc-relay is upgraded');
+        }
         registry.add(tunnel);
         // the certificate's predecessors are revoked only once this tunnel holds the lease, so a
         // replica still holding the old tunnel sees a newer lease (and drains) rather than a revocation

@@ -4,6 +4,7 @@
  * until GET /v1/relays says online.
  */
 import fs from 'node:fs/promises';
+import type { SessionOptions } from '../../protocol/index.js';
 import { createExecutor, enroll, loadConfig, RelayAgent, wsDialer, type Executor } from '../../relay-agent/index.js';
 import { api, tempDir, type TestServer } from './server.js';
 
@@ -11,18 +12,35 @@ export interface TestRelay {
   readonly relayId: string;
   readonly executor: Executor;
   readonly agent: RelayAgent;
+  /** streams (statements) the control plane opened on this relay so far */
+  streams(): number;
   /** drains the agent, closes the executor and removes its config dir */
   close(): Promise<void>;
 }
 
-export async function startRelay(srv: TestServer, key: string, databaseUrl: string, o: { name?: string; applicationName?: string } = {}): Promise<TestRelay> {
+export async function startRelay(
+  srv: TestServer,
+  key: string,
+  databaseUrl: string,
+  /** `session`: the tunnel session's options (e.g. the HELLO of an older relay) */
+  o: { name?: string; applicationName?: string; session?: Omit<SessionOptions, 'role'> } = {},
+): Promise<TestRelay> {
   await srv.svc.startTunnel();
   const configDir = await tempDir('svc-relay-');
   const token = (await api<{ token: string }>(srv.url, 'POST', '/v1/relays/enroll-token', { key, body: {} })).body.token;
   const enrolled = await enroll({ controlPlane: srv.url, token, configDir, name: o.name ?? 'test-db' });
   const cfg = await loadConfig(configDir);
+  let streams = 0;
   const executor = createExecutor({ databaseUrl, ...(o.applicationName ? { applicationName: o.applicationName } : {}) });
-  const agent = new RelayAgent({ dial: wsDialer(cfg), handler: (q) => executor.handle(q), certificateNotAfter: new Date(enrolled.expires_at ?? Date.now() + 86_400_000) });
+  const agent = new RelayAgent({
+    dial: wsDialer(cfg),
+    handler: (q) => {
+      streams++;
+      return executor.handle(q);
+    },
+    certificateNotAfter: new Date(enrolled.expires_at ?? Date.now() + 86_400_000),
+    ...(o.session ? { session: o.session } : {}),
+  });
   const exited = agent.run();
   const relayId = cfg.relay_id;
   const end = Date.now() + 30_000;
@@ -36,6 +54,7 @@ export async function startRelay(srv: TestServer, key: string, databaseUrl: stri
     relayId,
     executor,
     agent,
+    streams: () => streams,
     async close() {
       await agent.drain().catch(() => undefined);
       await exited.catch(() => undefined);

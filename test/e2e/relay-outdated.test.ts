@@ -1,0 +1,75 @@
+/**
+ * A relay that does not say it pins search_path runs nothing. svc-relay runs every statement with
+ * `SET LOCAL search_path = pg_catalog` (pg-read PIN_SEARCH_PATH) and says so in its HELLO
+ * (feature `catalog-search-path`, protocol/relay-contract.ts RelayFeature). A relay built before
+ * the pin does not, and on its database a customer's `public.lower(integer)` or operator would
+ * run for an agent and read outside the scopes; the control plane cannot see what a relay runs,
+ * only what it says. So through a tunnel whose HELLO lacks the feature, queries and the schema
+ * listing are refused (`503 relay_unavailable`, `details.reason: "relay_outdated"`, nothing run
+ * or charged), the control plane logs a warning once per tunnel, and a current relay on the same
+ * control plane is served as before.
+ *
+ * The real control plane, real mutual TLS, a real svc-relay agent in this process (its HELLO as an
+ * older relay's: no features), a customer PostgreSQL (real, or PGlite over the wire).
+ */
+import { PassThrough } from 'node:stream';
+import pg from 'pg';
+import t from 'tap';
+import { customerDatabase, type CustomerDatabase } from '../helpers/customer-db.js';
+import { startRelay, type TestRelay } from '../helpers/relay.js';
+import { api, openConnection, signupAgent, startServer, type Agent, type TestServer } from '../helpers/server.js';
+
+let srv: TestServer;
+let db: CustomerDatabase;
+let agent: Agent;
+const relays: TestRelay[] = [];
+let log = '';
+
+t.before(async () => {
+  db = await customerDatabase('svc_relay_outdated');
+  const c = new pg.Client({ connectionString: db.url });
+  await c.connect();
+  await c.query("CREATE TABLE orders (id int PRIMARY KEY, note text); INSERT INTO orders VALUES (1, 'a')");
+  await c.end();
+  const logStream = new PassThrough();
+  logStream.on('data', (d: Buffer) => (log += d.toString()));
+  srv = await startServer({ env: { LOG_LEVEL: 'warn' }, logStream });
+  agent = await signupAgent(srv.url, 'Outdated Co');
+});
+t.teardown(async () => {
+  for (const r of relays) await r.close();
+  await srv?.close();
+  await db?.drop();
+});
+
+const usage = async (): Promise<number> => (await api<{ queries: number }>(srv.url, 'GET', '/v1/agent/account/usage', { key: agent.key })).body.queries;
+
+t.test('a relay whose HELLO does not offer catalog-search-path: refused, nothing run or charged', async (t) => {
+  const old = await startRelay(srv, agent.key, db.url, { name: 'old', session: { agent: 'svc-relay/0.1.0', features: [] } });
+  relays.push(old);
+  const conn = await openConnection(srv.url, agent.key, 'postgres-relay', [`relay:${old.relayId}`, 'read:public.orders']);
+  const before = await usage();
+  const r = await api<{ error?: { code: string; message: string; details?: Record<string, unknown> } }>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: agent.key, body: { sql: 'SELECT id FROM orders' } });
+  t.equal(r.status, 503, r.text);
+  t.equal(r.body.error?.code, 'relay_unavailable');
+  t.equal(r.body.error?.details?.['reason'], 'relay_outdated');
+  t.equal(r.body.error?.details?.['relay_version'], 'svc-relay/0.1.0');
+  t.match(r.body.error?.message ?? '', /does not pin search_path.*upgrade svc-relay/, 'the message says what to do');
+  t.equal(old.streams(), 0, 'no statement reached the relay');
+  t.equal(await usage(), before, 'not counted or charged');
+
+  const schema = await api<{ error?: { details?: Record<string, unknown> } }>(srv.url, 'GET', `/v1/connections/${conn}/schema`, { key: agent.key });
+  t.equal(schema.status, 503, 'the schema listing is refused too (it runs a statement through the relay)');
+  t.equal(schema.body.error?.details?.['reason'], 'relay_outdated');
+  t.equal(old.streams(), 0, 'nor the catalog statement');
+  t.match(log, new RegExp(`"relay_id":"${old.relayId}".*catalog-search-path`), 'the control plane logged why');
+});
+
+t.test('a current relay on the same control plane is served', async (t) => {
+  const current = await startRelay(srv, agent.key, db.url, { name: 'current' });
+  relays.push(current);
+  const conn = await openConnection(srv.url, agent.key, 'postgres-relay', [`relay:${current.relayId}`, 'read:public.orders']);
+  const r = await api<{ rows: unknown[] }>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: agent.key, body: { sql: 'SELECT id, note FROM orders' } });
+  t.equal(r.status, 200, r.text);
+  t.same(r.body.rows, [{ id: 1, note: 'a' }]);
+});
