@@ -5,7 +5,7 @@
  * `postgres-relay`) from its own catalog with the statement below, sent by the control plane
  * itself. A leaf: the connectors and backends import it, it imports none of them.
  */
-import { quoteLiteral } from './sql/quote.js';
+import { quoteLiteralAnySetting } from './sql/quote.js';
 import type { ReadQueryResult } from '../results/index.js';
 
 export interface SchemaColumn {
@@ -64,10 +64,12 @@ export interface PostgresScopedTable {
  * (`has_column_privilege`, so a column-level grant lists only its columns) in a schema it may use
  * (`has_schema_privilege … USAGE`: without it every query of the table is refused, whatever the
  * table's grants), in column order, with `format_type` names and the planner's row estimate.
- * Names compare exactly, as the rewritten statements quote them.
+ * Names compare exactly, as the rewritten statements quote them. The statement is svc's own text,
+ * sent as it is (not through the checker): each name is a literal that reads the same whatever the
+ * database's standard_conforming_strings (a quoted scope's name may hold `\` and `'`).
  */
 export function postgresCatalogSql(tables: readonly PostgresScopedTable[]): string {
-  const wanted = tables.map((t) => `(${quoteLiteral(t.schema)}, ${quoteLiteral(t.table)})`).join(', ');
+  const wanted = tables.map((t) => `(${quoteLiteralAnySetting(t.schema, 'a scoped name')}, ${quoteLiteralAnySetting(t.table, 'a scoped name')})`).join(', ');
   return `SELECT n.nspname AS schema_name, c.relname AS table_name, c.relkind::text AS relkind, c.reltuples::float8 AS reltuples,
   a.attname AS column_name, pg_catalog.format_type(a.atttypid, a.atttypmod) AS column_type, NOT a.attnotnull AS nullable
 FROM pg_catalog.pg_class c

@@ -8,7 +8,7 @@ import { PGlite } from '@electric-sql/pglite';
 
 import { scopeSettings } from '../../control-plane/query/scope-settings.js';
 import { periodPredicate } from '../../control-plane/query/sql/period.js';
-import { quoteIdent, quoteLiteral } from '../../control-plane/query/sql/quote.js';
+import { quoteIdent, quoteLiteral, quoteLiteralAnySetting } from '../../control-plane/query/sql/quote.js';
 
 /** Names and values that need care: quotes of both kinds, backslashes, unicode, SQL-looking text. */
 const AWKWARD = [
@@ -74,6 +74,20 @@ t.test('PostgreSQL reads every quoted name and literal back as the original', as
   await db.exec(`INSERT INTO ${quoteIdent('we"ird')}.${quoteIdent("t'ble")} VALUES (${quoteLiteral("va'l\\ue")})`);
   const back = await db.query<Record<string, unknown>>(`SELECT * FROM ${quoteIdent('we"ird')}.${quoteIdent("t'ble")}`);
   t.same(back.rows, [{ 'c"ol': "va'l\\ue" }], 'a table named with quotes of both kinds holds the value as written');
+});
+
+t.test('quoteLiteralAnySetting: read back as the original with standard_conforming_strings on and off', async (t) => {
+  t.equal(quoteLiteralAnySetting("it's"), "'it''s'", 'without a backslash, as quoteLiteral');
+  t.equal(quoteLiteralAnySetting("\\'"), "E'\\\\'''", 'with one, an E-string: every backslash doubled');
+  const db = new PGlite();
+  t.teardown(() => db.close());
+  for (const setting of ['on', 'off']) {
+    await db.exec(`SET standard_conforming_strings = ${setting}`);
+    for (const s of AWKWARD) {
+      const r = await db.query<{ v: string }>(`SELECT ${quoteLiteralAnySetting(s)}::text AS v`);
+      t.equal(r.rows[0]?.v, s, `${setting}: ${JSON.stringify(s)}`);
+    }
+  }
 });
 
 t.test('scopeSettings: the SET LOCAL statements of the row-security layer', async (t) => {

@@ -23,3 +23,16 @@ export function quoteLiteral(text: string, what = 'a demo value'): string {
   if (text.includes('\0')) throw new Error(`NUL byte in ${what}`);
   return `'${text.replace(/'/g, "''")}'`;
 }
+
+/**
+ * A literal that reads the same whatever the session's standard_conforming_strings: as
+ * {@link quoteLiteral}, but `E'…'` with every backslash doubled when the text holds one. For text
+ * svc sends to a customer's database as it is, not through the checker's deparser (which writes
+ * such strings as `E'…'` itself): the schema listing's catalog statement (query/schema.ts). There a
+ * plain `'…\''…'` (a scoped name may hold both) read with the setting off as an escaped quote,
+ * and the rest of the name as SQL.
+ */
+export function quoteLiteralAnySetting(text: string, what?: string): string {
+  const plain = quoteLiteral(text, what);
+  return text.includes('\\') ? `E${plain.replace(/\\/g, '\\\\')}` : plain;
+}
