@@ -107,12 +107,30 @@ export function readPgPath(text: string): { readonly parts: string[]; readonly r
 }
 
 /**
+ * PostgreSQL's keywords that cannot begin a name unquoted (its kwlist.h: the reserved ones and
+ * the type_func_name ones): `user.accounts` is a syntax error, `"user".accounts` is not. After a
+ * dot any keyword reads as a name (`public.order`).
+ */
+const PG_KEYWORDS_NOT_A_NAME: ReadonlySet<string> = new Set(
+  (
+    'all analyse analyze and any array as asc asymmetric both case cast check collate column constraint create current_catalog ' +
+    'current_date current_role current_time current_timestamp current_user default deferrable desc distinct do else end except ' +
+    'false fetch for foreign from grant group having in initially intersect into lateral leading limit localtime localtimestamp ' +
+    'not null offset on only or order placing primary references returning select session_user some symmetric system_user table ' +
+    'then to trailing true union unique user using variadic when where window with ' +
+    'authorization binary collation concurrently cross current_schema freeze full ilike inner is isnull join left like natural ' +
+    'notnull outer overlaps right similar tablesample verbose'
+  ).split(' '),
+);
+
+/**
  * A PostgreSQL name as SQL spells it: each part as it is when it reads back the same unquoted
- * (lower case), else double-quoted (`public."Sales"`). The name the agent writes, and the one
- * svc answers with (`scope_applied`, the schema listing).
+ * (lower case; the first part also no keyword that cannot begin a name), else double-quoted
+ * (`public."Sales"`, `"user".accounts`). The name the agent writes, and the one svc answers with
+ * (`scope_applied`, the schema listing).
  */
 export function pgSqlName(parts: readonly string[]): string {
-  return parts.map((p) => (IDENT.test(p) ? p : `"${p.replace(/"/g, '""')}"`)).join('.');
+  return parts.map((p, i) => (IDENT.test(p) && !(i === 0 && PG_KEYWORDS_NOT_A_NAME.has(p)) ? p : `"${p.replace(/"/g, '""')}"`)).join('.');
 }
 
 export function periodInterval(value: string): Interval | undefined {

@@ -32,7 +32,9 @@ t.before(async () => {
   await c.query(`CREATE TABLE "Sales" (id int PRIMARY KEY, "Region" text NOT NULL, amount int);
     INSERT INTO "Sales" SELECT g, CASE WHEN g % 4 = 0 THEN 'eu' ELSE 'us' END, g FROM generate_series(1, 20) g;
     CREATE TABLE sales (id int, note text); INSERT INTO sales VALUES (1, 'the lower-case table');
-    CREATE SCHEMA "Reports"; CREATE TABLE "Reports"."Daily Totals" (day int, total int); INSERT INTO "Reports"."Daily Totals" VALUES (1, 100);`);
+    CREATE SCHEMA "Reports"; CREATE TABLE "Reports"."Daily Totals" (day int, total int); INSERT INTO "Reports"."Daily Totals" VALUES (1, 100);
+    CREATE SCHEMA "user"; CREATE TABLE "user".accounts (id int); INSERT INTO "user".accounts VALUES (1), (2);
+    CREATE TABLE "order" (id int); INSERT INTO "order" VALUES (1);`);
   await c.end();
   srv = await startServer({ env: { SVC_LIVE_ALLOW_PRIVATE: '1' } });
   agent = await signupAgent(srv.url, 'Quoted Co');
@@ -118,6 +120,26 @@ t.test('the schema listing names the table as SQL spells it, with its columns', 
       id,
     );
     t.same(r.body.missing_tables, ['public."Missing"'], `${id}: a scoped table the database lacks`);
+  }
+});
+
+t.test('a schema named as an SQL keyword: the name svc answers with is one SQL reads back', async (t) => {
+  // `user.accounts` is a syntax error (user is reserved, as are order, select, left …), while
+  // after the dot any keyword reads as a name (`public.order`)
+  for (const id of TARGETS) {
+    const conn = await connect(id, ['read:"user".accounts', 'read:"order"']);
+    t.equal(conn.status, 201, JSON.stringify(conn.body.error));
+    const r = await query(conn.body.connectionId, 'SELECT count(*)::int AS n FROM "user".accounts');
+    t.equal(r.status, 200, JSON.stringify(r.body.error));
+    t.same(r.body.scope_applied.tables_allowed, ['"user".accounts', 'public.order'], `${id}: the reserved word quoted where it starts the name`);
+    t.same(r.body.scope_applied.tables_read, ['"user".accounts']);
+    // each name as svc answers it, written back in SQL as it is
+    for (const name of r.body.scope_applied.tables_allowed) {
+      const back = await query(conn.body.connectionId, `SELECT count(*)::int AS n FROM ${name}`);
+      t.equal(back.status, 200, `${id}: ${name} as svc names it: ${JSON.stringify(back.body.error)}`);
+    }
+    const listing = await api<{ tables: { name: string }[] }>(srv.url, 'GET', `/v1/connections/${conn.body.connectionId}/schema`, { key: agent.key });
+    t.same(listing.body.tables.map((x) => x.name), ['"user".accounts', 'public.order'], `${id}: the schema listing likewise`);
   }
 });
 
