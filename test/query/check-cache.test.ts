@@ -20,6 +20,13 @@ t.test('bounded by entries and by characters, least recently used out first', as
   t.equal(cache.get('huge'), undefined, 'an entry over the whole bound is not kept');
   t.equal(CheckCache.key('demo', ['read:b', 'read:a'], 'SELECT 1'), CheckCache.key('demo', ['read:a', 'read:b'], 'SELECT 1'), 'scopes in any order');
   t.not(CheckCache.key('demo', ['read:a'], 'SELECT 1'), CheckCache.key('demo', ['read:a', 'period:2024'], 'SELECT 1'));
+  // a filter value may hold any character but a line break, a separator of the key's too: two
+  // different scope lists must never make one key
+  t.not(
+    CheckCache.key('postgres', ['filter:t.c=X\u0001read:public.t', 'read:t'], 'SELECT 1'),
+    CheckCache.key('postgres', ['filter:t.c=X', 'read:public.t', 'read:t'], 'SELECT 1'),
+    'a separator inside a filter value',
+  );
 });
 
 t.test('through the API: a repeated statement is served from its check; other scopes are checked on their own', async (t) => {

@@ -19,9 +19,13 @@ export class CheckCache<V extends { readonly sql: string }> {
     readonly maxChars = 8_000_000,
   ) {}
 
-  /** The key of one check: target, scopes (in any order) and statement text. */
+  /**
+   * The key of one check: target, scopes (in any order) and statement text, as JSON: a scope may
+   * hold any character (a filter's value), so no separator character could keep two different
+   * lists apart.
+   */
   static key(targetId: string, scopes: readonly string[], sql: string): string {
-    return `${targetId}\u0000${[...scopes].sort().join('\u0001')}\u0000${sql}`;
+    return JSON.stringify([targetId, [...scopes].sort(), sql]);
   }
 
   get(key: string): V | undefined {
