@@ -23,8 +23,10 @@ async function main(): Promise<void> {
   for (const u of unknownSettings(process.env)) {
     app.log.warn({ variable: u.name, ...(u.suggestion ? { did_you_mean: u.suggestion } : {}) }, 'an SVC_ environment variable svc does not read: ignored (docs/configuration.md lists every setting)');
   }
-  await app.listen({ host: config.host, port: config.port });
+  // the tunnel listener first: once the API answers (GET /healthz 200, what balancers route by),
+  // relays can reach the tunnel too (its start, a server certificate issued, takes up to seconds)
   const tunnel = await startTunnel();
+  await app.listen({ host: config.host, port: config.port });
   // a derived URL with port 0 (PORT=0 or SVC_TUNNEL_PORT=0) is logged with the port bound
   app.log.info({ port: tunnel.port, tunnel_url: config.tunnelPublicUrl.replace(/:0$/, `:${tunnel.port}`) }, 'relay tunnel listener ready');
   const addr = app.server.address();
