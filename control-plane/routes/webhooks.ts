@@ -140,7 +140,7 @@ export function webhookRoutes(app: App, s: Services, hooks: WebhookHooks): void 
         summary: 'Send a mock healthcare event through the signed pipeline (same queue, signing and retries as real events); 429 while the organization has too many mock events pending',
         tags: ['webhooks'],
         body: Type.Optional(Type.Object({ scenario_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })), connection_id: Type.Optional(Id) }, { additionalProperties: false })),
-        response: { 202: Type.Object({ delivery_id: Type.String(), event: Type.String() }, Open), ...errors(400, 404, 409, 429) },
+        response: { 202: Type.Object({ delivery_id: Type.String(), event: Type.String() }, Open), ...errors(400, 404, 429) },
       },
     },
     async (req, reply) => {
@@ -160,9 +160,11 @@ export function webhookRoutes(app: App, s: Services, hooks: WebhookHooks): void 
           if (owned.length === 0) throw new ApiError('not_found', `connection ${JSON.stringify(connectionId)} not found; list yours with GET /v1/connections`, { field: 'connection_id' });
         }
         await assertMockRoom(sql, orgId, s.config.webhookMockPendingMax);
-        return enqueue(sql, { orgId, connectionId, event: sc.event, environment: 'sandbox', resource: scenarioResource(sc), data: { scenario_id: sc.id } });
+        // queued even before a receiver is configured: its attempts fail as no_endpoint (the
+        // delivery's history says so) and are retried, so one configured meanwhile receives it
+        return enqueue(sql, { orgId, connectionId, event: sc.event, environment: 'sandbox', resource: scenarioResource(sc), data: { scenario_id: sc.id } }, { always: true });
       });
-      if (!queued) throw new ApiError('conflict', 'no webhook receiver is configured for this organization or connection; set one with POST /v1/agent/webhook');
+      if (!queued) throw new Error('svc: the mock event was not queued');
       hooks.kick();
       return reply.code(202).send({ ...queued, scenario_id: sc.id } as { delivery_id: string; event: string });
     },

@@ -336,8 +336,34 @@ t.test('hostile configuration inputs are refused with 400', async (t) => {
     if (reason) t.equal(r.body.error.details?.reason, reason, `${name}: ${reason}`);
   }
   t.equal((await api(srv.url, 'POST', '/v1/agent/webhook', { body: { url: 'https://example.com/h' } })).status, 401, 'no key');
-  t.equal((await api(srv.url, 'POST', '/v1/webhooks/trigger-mock-event', { key: agent.key, body: {} })).status, 409, 'nothing configured: nothing to deliver to');
   t.equal((await api(srv.url, 'POST', '/v1/agent/webhook', { key: agent.key, body: { url: 'https://example.com/h' } })).status, 200);
   t.equal((await api(srv.url, 'POST', '/v1/webhooks/trigger-mock-event', { key: agent.key, body: { scenario_id: 'nope' } })).status, 400);
   t.equal((await api(srv.url, 'POST', '/v1/webhooks/trigger-mock-event', { key: agent.key, body: { connection_id: 'conn_nope' } })).status, 404);
+});
+
+t.test('a mock event triggered before any receiver is configured: 202, and delivered once one is (the queue retries it)', async (t) => {
+  // the contract answers the trigger 202 {delivery_id, event}; it was 409 without a receiver
+  const agent = await signupAgent(srv.url, `Org ${Math.random()}`);
+  const q = await trigger(agent, { scenario_id: 'adt.admission' });
+  t.equal(q.event, 'adt.admission');
+  const first = await (async () => {
+    for (const deadline = Date.now() + 10_000; ; ) {
+      const d = await delivery(agent, q.delivery_id);
+      if (d.attempts.length > 0 || Date.now() > deadline) return d;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  })();
+  t.match(first.attempts[0], { kind: 'initial', error_class: 'no_endpoint' }, 'the attempt says why: no webhook URL');
+  t.not(first.status, 'delivered');
+  // configured within the retries: the next attempt delivers it, signed, with the same id
+  const rx = await Receiver.start();
+  t.teardown(() => rx.close());
+  const r = await api<{ secret: string }>(srv.url, 'POST', '/v1/agent/webhook', { key: agent.key, body: { url: rx.url } });
+  rx.secret = r.body.secret;
+  const replay = await api(srv.url, 'POST', `/v1/webhooks/deliveries/${q.delivery_id}/replay`, { key: agent.key });
+  t.ok([202, 409].includes(replay.status), `a replay is taken, or an attempt is in flight (${replay.status})`);
+  const d = await settled(agent, q.delivery_id, 'delivered');
+  t.equal(d.attempts.at(-1)?.status_code, 200);
+  await rx.until(() => rx.of(q.delivery_id).length >= 1);
+  t.ok(rx.of(q.delivery_id)[0]?.serviceOk, 'signed with the secret configured after the trigger');
 });
