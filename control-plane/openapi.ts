@@ -54,7 +54,7 @@ function isEmpty(schema: Json): boolean {
   return Object.keys(schema).filter((k) => k !== 'description').length === 0;
 }
 
-function parameters(schema: unknown, where: 'path' | 'query'): Json[] {
+function parameters(schema: unknown, where: 'path' | 'query' | 'header'): Json[] {
   const s = plain(schema);
   const props = (s['properties'] ?? {}) as Record<string, Json>;
   const required = new Set((s['required'] as string[] | undefined) ?? []);
@@ -122,7 +122,11 @@ function operation(r: CollectedRoute, method: string): Json {
   };
   if (typeof schema['description'] === 'string') op['description'] = schema['description'];
   if (r.public) op['security'] = [];
-  const params = [...(schema['params'] ? parameters(schema['params'], 'path') : []), ...(schema['querystring'] ? parameters(schema['querystring'], 'query') : [])];
+  const params = [
+    ...(schema['params'] ? parameters(schema['params'], 'path') : []),
+    ...(schema['querystring'] ? parameters(schema['querystring'], 'query') : []),
+    ...(schema['headers'] ? parameters(schema['headers'], 'header') : []),
+  ];
   // a path parameter the schema does not type is still a parameter
   for (const m of path.matchAll(/\{([^}]+)\}/g)) {
     if (!params.some((p) => p['name'] === m[1] && p['in'] === 'path')) params.push({ name: m[1], in: 'path', required: true, schema: { type: 'string' } });

@@ -132,6 +132,7 @@ export function httpCaller(o: ClientOptions): ApiCaller {
     const headers: Record<string, string> = { accept: 'application/json' };
     if (!call.anonymous && o.apiKey) headers['authorization'] = `Bearer ${o.apiKey}`;
     if (call.body !== undefined) headers['content-type'] = 'application/json';
+    if (call.idempotencyKey !== undefined) headers['idempotency-key'] = call.idempotencyKey;
     const res = await fetch(o.baseUrl.replace(/\/+$/, '') + call.path + queryString(call.query), {
       method: call.method,
       headers,

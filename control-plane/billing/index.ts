@@ -387,8 +387,48 @@ export interface AutoReload {
   readonly amount_cents: number;
 }
 
-export async function topup(store: Store, orgId: string, amountCents: number, autoReload: AutoReload | null | undefined): Promise<number> {
+/** What POST /v1/agent/topup answers (and, under an idempotency key, answers again). */
+export interface TopupAnswer {
+  readonly credited_cents: number;
+  readonly wallet_balance_cents: number;
+  readonly auto_reload: AutoReload | null;
+}
+
+/** How long a top-up's idempotency key is remembered: a request sent again later is a new top-up. */
+export const TOPUP_IDEMPOTENCY_HOURS = 24;
+
+/**
+ * Credits the wallet and/or sets auto-reload, in one transaction. With `idempotency` (the
+ * request's Idempotency-Key and a digest of its body), a top-up the organization already made with
+ * that key in the last {@link TOPUP_IDEMPOTENCY_HOURS} hours is not made again: its answer is
+ * given back (`replayed`), or `409 conflict` when that key came with another body. Two requests
+ * with one key at once: the second waits on the first's row (its primary key), then replays it.
+ */
+export async function topup(
+  store: Store,
+  orgId: string,
+  amountCents: number,
+  autoReload: AutoReload | null | undefined,
+  idempotency?: { readonly key: string; readonly requestHash: string },
+): Promise<{ readonly answer: TopupAnswer; readonly replayed: boolean }> {
   return store.tx(async (sql) => {
+    if (idempotency) {
+      await sql.query(`DELETE FROM topup_requests WHERE org_id = $1 AND created_at < now() - make_interval(hours => $2)`, [orgId, TOPUP_IDEMPOTENCY_HOURS]);
+      const claimed = await sql.query(
+        "INSERT INTO topup_requests (org_id, idempotency_key, request_hash, response) VALUES ($1, $2, $3, '') ON CONFLICT (org_id, idempotency_key) DO NOTHING RETURNING 1",
+        [orgId, idempotency.key, idempotency.requestHash],
+      );
+      if (claimed.length === 0) {
+        const [seen] = await sql.query<{ request_hash: string; response: string }>('SELECT request_hash, response FROM topup_requests WHERE org_id = $1 AND idempotency_key = $2', [orgId, idempotency.key]);
+        if (!seen || seen.request_hash !== idempotency.requestHash) {
+          throw new ApiError('conflict', `Idempotency-Key ${JSON.stringify(idempotency.key)} was used for another top-up request in the last ${TOPUP_IDEMPOTENCY_HOURS} hours; use a new key for a new top-up`, {
+            field: 'Idempotency-Key',
+            reason: 'idempotency_key_reused',
+          });
+        }
+        return { answer: JSON.parse(seen.response) as TopupAnswer, replayed: true };
+      }
+    }
     if (autoReload === null) {
       await sql.query('UPDATE orgs SET auto_reload_threshold_nc = NULL, auto_reload_amount_nc = NULL WHERE id = $1', [orgId]);
     } else if (autoReload !== undefined) {
@@ -398,15 +438,27 @@ export async function topup(store: Store, orgId: string, amountCents: number, au
         autoReload.amount_cents * NC_PER_CENT,
       ]);
     }
-    if (amountCents === 0) return (await sql.query<{ wallet_nc: number }>('SELECT wallet_nc FROM orgs WHERE id = $1', [orgId]))[0]?.wallet_nc ?? 0;
-    const balance = await credit(sql, orgId, amountCents * NC_PER_CENT, 'topup');
-    if (balance === undefined) {
-      throw new ApiError('invalid_request', `a wallet holds at most ${WALLET_MAX_CENTS} cents; top up less (see GET /v1/agent/account/usage for the balance)`, {
-        field: 'amount_cents',
-        wallet_max_cents: WALLET_MAX_CENTS,
-      });
+    if (amountCents !== 0) {
+      const credited = await credit(sql, orgId, amountCents * NC_PER_CENT, 'topup');
+      if (credited === undefined) {
+        throw new ApiError('invalid_request', `a wallet holds at most ${WALLET_MAX_CENTS} cents; top up less (see GET /v1/agent/account/usage for the balance)`, {
+          field: 'amount_cents',
+          wallet_max_cents: WALLET_MAX_CENTS,
+        });
+      }
     }
-    return balance;
+    const [o] = await sql.query<{ wallet_nc: number; auto_reload_threshold_nc: number | null; auto_reload_amount_nc: number | null }>(
+      'SELECT wallet_nc, auto_reload_threshold_nc, auto_reload_amount_nc FROM orgs WHERE id = $1',
+      [orgId],
+    );
+    const answer: TopupAnswer = {
+      credited_cents: amountCents,
+      wallet_balance_cents: centsFromNc(o?.wallet_nc ?? 0),
+      auto_reload:
+        o?.auto_reload_threshold_nc == null || o.auto_reload_amount_nc == null ? null : { threshold_cents: centsFromNc(o.auto_reload_threshold_nc), amount_cents: centsFromNc(o.auto_reload_amount_nc) },
+    };
+    if (idempotency) await sql.query('UPDATE topup_requests SET response = $3 WHERE org_id = $1 AND idempotency_key = $2', [orgId, idempotency.key, JSON.stringify(answer)]);
+    return { answer, replayed: false };
   });
 }
 

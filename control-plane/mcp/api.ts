@@ -11,6 +11,8 @@ export interface ApiCall {
   readonly body?: unknown;
   /** no agent key (signup, relay registration) */
   readonly anonymous?: boolean;
+  /** sent as the Idempotency-Key header (a top-up safe to send again) */
+  readonly idempotencyKey?: string;
 }
 
 export interface ApiResult {

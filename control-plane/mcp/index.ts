@@ -60,6 +60,7 @@ function injectCaller(app: App, authorization: string, remoteAddress: string, go
     const headers: Record<string, string> = { ...inProcess.headers };
     if (!call.anonymous) headers['authorization'] = authorization;
     if (call.body !== undefined) headers['content-type'] = 'application/json';
+    if (call.idempotencyKey !== undefined) headers['idempotency-key'] = call.idempotencyKey;
     const res = await app
       .inject({
         method: call.method,

@@ -72,10 +72,22 @@ export const TOOLS: readonly ToolSpec[] = [
         .nullable()
         .optional()
         .describe('reload amount_cents whenever the balance falls below threshold_cents; null turns auto-reload off'),
+      idempotency_key: z
+        .string()
+        .min(1)
+        .max(255)
+        .regex(/^[\x20-\x7E]+$/)
+        .optional()
+        .describe('any key of yours (printable ASCII): the same call sent again with it within 24 hours credits once and answers the first answer'),
     },
     readOnly: false,
     operation: 'POST /v1/agent/topup',
-    request: (a) => ({ method: 'POST', path: '/v1/agent/topup', body: { amount_cents: a['amount_cents'], ...(a['auto_reload'] !== undefined ? { auto_reload: a['auto_reload'] } : {}) } }),
+    request: (a) => ({
+      method: 'POST',
+      path: '/v1/agent/topup',
+      body: { amount_cents: a['amount_cents'], ...(a['auto_reload'] !== undefined ? { auto_reload: a['auto_reload'] } : {}) },
+      ...(typeof a['idempotency_key'] === 'string' ? { idempotencyKey: a['idempotency_key'] } : {}),
+    }),
   },
   {
     name: 'list_targets',

@@ -1,6 +1,7 @@
+import { createHash } from 'node:crypto';
 import { Type } from 'typebox';
 import { signup } from '../accounts/index.js';
-import { billingConfig, centsFromNc, topup, usage, TOPUP_MAX_CENTS, TOPUP_MIN_CENTS, TRIAL } from '../billing/index.js';
+import { billingConfig, centsFromNc, topup, usage, TOPUP_IDEMPOTENCY_HOURS, TOPUP_MAX_CENTS, TOPUP_MIN_CENTS, TRIAL } from '../billing/index.js';
 import { ApiError } from '../errors.js';
 import { principalOf } from '../http/auth.js';
 import { type App, type Services, ErrorSchema, errors } from './context.js';
@@ -79,10 +80,20 @@ export function accountRoutes(app: App, s: Services): void {
           },
           { additionalProperties: false },
         ),
-        response: { ...errors(400) },
+        headers: Type.Object({
+          'idempotency-key': Type.Optional(
+            Type.String({
+              minLength: 1,
+              maxLength: 255,
+              pattern: '^[\\x20-\\x7E]+$',
+              description: `A key of your choosing (1–255 printable ASCII characters) that makes the request safe to send again: the same key with the same body within ${TOPUP_IDEMPOTENCY_HOURS} hours credits once and answers the first answer again, with Idempotent-Replayed: true; with another body it is 409 conflict`,
+            }),
+          ),
+        }),
+        response: { ...errors(400, 409) },
       },
     },
-    async (req) => {
+    async (req, reply) => {
       const { amount_cents: amount, auto_reload: autoReload } = req.body;
       if (amount !== 0 && amount < TOPUP_MIN_CENTS) {
         throw new ApiError('invalid_request', `amount_cents must be at least ${TOPUP_MIN_CENTS} (or 0 to only change auto_reload)`, { field: 'amount_cents' });
@@ -95,9 +106,12 @@ export function accountRoutes(app: App, s: Services): void {
         );
       }
       const orgId = principalOf(req).orgId;
-      const balance = await topup(s.store, orgId, amount, autoReload);
-      const u = await usage(s.store, orgId);
-      return { credited_cents: amount, wallet_balance_cents: centsFromNc(balance), auto_reload: u['auto_reload'] };
+      const key = req.headers['idempotency-key'];
+      // the body as it was understood: one digest for every spelling of one request
+      const requestHash = createHash('sha256').update(JSON.stringify([amount, autoReload === undefined ? 'unchanged' : autoReload])).digest('hex');
+      const { answer, replayed } = await topup(s.store, orgId, amount, autoReload, typeof key === 'string' ? { key, requestHash } : undefined);
+      if (replayed) void reply.header('idempotent-replayed', 'true');
+      return answer;
     },
   );
 }

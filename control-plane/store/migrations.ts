@@ -317,6 +317,21 @@ CREATE UNLOGGED TABLE demo_holds (
     name: "a query's settlement locks and writes its connection's row once",
     sql: [SETTLE_ONE_WRITE],
   },
+  {
+    version: 15,
+    // billing/index.ts topup: a top-up sent again with the same Idempotency-Key credits once
+    name: 'top-ups remember their idempotency keys for a day',
+    sql: `
+CREATE TABLE topup_requests (
+  org_id          text NOT NULL REFERENCES orgs(id) ON DELETE CASCADE,
+  idempotency_key text NOT NULL,
+  request_hash    text NOT NULL,
+  response        text NOT NULL,
+  created_at      timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (org_id, idempotency_key)
+);
+`,
+  },
 ];
 
 /** Apply every migration not yet applied; returns the versions applied now. */

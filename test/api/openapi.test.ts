@@ -119,7 +119,7 @@ t.test('structurally valid: unique operation ids, declared path parameters, resp
       t.type(op['summary'], 'string');
       const params = (op['parameters'] ?? []) as Json[];
       for (const name of templated) t.ok(params.some((x) => x['in'] === 'path' && x['name'] === name && x['required'] === true), `${m} ${p}: path parameter ${name} declared`);
-      for (const x of params) t.ok(['path', 'query'].includes(String(x['in'])) && typeof x['name'] === 'string' && x['schema'], `${m} ${p}: parameter ${String(x['name'])} well formed`);
+      for (const x of params) t.ok(['path', 'query', 'header'].includes(String(x['in'])) && typeof x['name'] === 'string' && x['schema'], `${m} ${p}: parameter ${String(x['name'])} well formed`);
       const responses = op['responses'] as Record<string, Json>;
       t.ok(responses['default'], `${m} ${p}: documents the error body for any other status`);
       const codes = Object.keys(responses).filter((c) => c !== 'default');

@@ -166,6 +166,8 @@ t.test('a full session', async (t) => {
   t.equal(top.code, 0, top.stderr);
   t.equal(json(top)['wallet_balance_cents'], 500);
   t.equal((await svc(['topup', '5'])).code, 4, 'below the minimum: the API refuses');
+  // --idempotency-key: sent twice, credited once
+  for (let i = 0; i < 2; i++) t.equal(json(await svc(['topup', '300', '--idempotency-key', 'cli-order-7', '--json']))['wallet_balance_cents'], 800, `--idempotency-key, sent ${i + 1} time(s): credited once`);
 
   // revoke, then a query is refused with connection_revoked
   t.equal((await svc(['revoke', id])).code, 0);

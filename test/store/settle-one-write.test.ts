@@ -157,7 +157,7 @@ for (const kind of ['embedded', 'postgres'] as const) {
     const ids = await setup(store);
     const first: Trace = [];
     await scenario(store, ids, first);
-    t.same(await migrate(store), [14], 'migration 14 applied');
+    t.same(await migrate(store, MIGRATIONS.slice(0, V13 + 1)), [14], 'migration 14 applied');
     // the same connection, reopened and its key and relay restored, settles on its chain
     await store.query('UPDATE connections SET revoked_at = NULL, expires_at = now() + interval \'1 hour\' WHERE id = $1', [ids.conn]);
     await store.query('UPDATE agent_keys SET revoked_at = NULL WHERE id = $1', [ids.keyId]);

@@ -72,13 +72,14 @@ export function registerAccountCommands(program: Command, kit: CommandKit): void
     .option('--auto-reload-threshold <cents>', 'reload when the balance falls below this', positiveInt('--auto-reload-threshold', 1, 1_000_000))
     .option('--auto-reload-amount <cents>', 'amount added by each reload', positiveInt('--auto-reload-amount', 1, 1_000_000))
     .option('--no-auto-reload', 'turn auto-reload off')
+    .option('--idempotency-key <key>', 'a key of yours: the same top-up sent again with it within 24 hours credits once')
     .action(
-      kit.action(async (c, amount: number, o: { autoReloadThreshold?: number; autoReloadAmount?: number; autoReload: boolean }) => {
+      kit.action(async (c, amount: number, o: { autoReloadThreshold?: number; autoReloadAmount?: number; autoReload: boolean; idempotencyKey?: string }) => {
         if ((o.autoReloadThreshold === undefined) !== (o.autoReloadAmount === undefined)) {
           throw new CliFailure(EXIT.usage, 'give both --auto-reload-threshold and --auto-reload-amount');
         }
         const autoReload = o.autoReload === false ? null : o.autoReloadThreshold !== undefined ? { threshold_cents: o.autoReloadThreshold, amount_cents: o.autoReloadAmount } : undefined;
-        kit.show(c, await kit.call(c, 'topping up', tool('top_up_wallet')({ amount_cents: amount, ...(autoReload !== undefined ? { auto_reload: autoReload } : {}) })));
+        kit.show(c, await kit.call(c, 'topping up', tool('top_up_wallet')({ amount_cents: amount, ...(autoReload !== undefined ? { auto_reload: autoReload } : {}), ...(o.idempotencyKey !== undefined ? { idempotency_key: o.idempotencyKey } : {}) })));
       }),
     );
 }
