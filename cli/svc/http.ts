@@ -103,6 +103,8 @@ function nextStep(status: number, code: string, headers: Headers, o: ClientOptio
     case 'rate_limited':
       return `retry after ${headers.get('retry-after') ?? 'a few'} second(s)`;
     case 'relay_unavailable':
+      // running and listed online, but too old to be sent a statement (query/relay.ts): starting it is no help
+      if (reason === 'relay_outdated') return 'upgrade svc-relay on the machine next to the database and restart it (svc relay list shows it online: it runs, but without the search_path pin svc requires)';
       return 'start the relay next to the database (svc-relay run …) and check svc relay list';
     case 'query_timeout':
       return 'narrow the statement (filters, LIMIT) and retry';

@@ -117,7 +117,7 @@ export function connectionRoutes(app: App, s: Services): void {
       schema: {
         summary: 'The tables and columns the connection may read, listed from the source; audited, not billed',
         description:
-          "Only what the connection's scopes allow, read by the service itself (never through SQL of yours): the demo and API targets from their definitions, http-files from the registered files, PostgreSQL (postgres, postgres-relay) from its catalog and MySQL from information_schema, as the stored credential (or the relay's database role) may read them. Not billed, rate limited like every call, appended to the connection's audit chain as a `schema` event. 410 on a revoked or expired connection; 503 relay_unavailable when the relay has no live tunnel or cannot reach its database, 503 service_unavailable when the database cannot be reached or cannot list its tables.",
+          "Only what the connection's scopes allow, read by the service itself (never through SQL of yours): the demo and API targets from their definitions, http-files from the registered files, PostgreSQL (postgres, postgres-relay) from its catalog and MySQL from information_schema, as the stored credential (or the relay's database role) may read them. Not billed, rate limited like every call, appended to the connection's audit chain as a `schema` event. 410 on a revoked or expired connection; 503 relay_unavailable when the relay has no live tunnel, cannot reach its database or is too old to be sent a statement (details.reason relay_outdated), 503 service_unavailable when the database cannot be reached or cannot list its tables.",
         tags: ['connections'],
         params: ConnectionId,
         response: { ...errors(400, 404, 410, 503, 504), 200: SchemaListing },

@@ -12,18 +12,22 @@
  * The real control plane, real mutual TLS, a real svc-relay agent in this process (its HELLO as an
  * older relay's: no features), a customer PostgreSQL (real, or PGlite over the wire).
  */
+import fs from 'node:fs/promises';
 import { PassThrough } from 'node:stream';
 import pg from 'pg';
 import t from 'tap';
+import { ensureDist, runSvc } from '../cli/dist.js';
 import { customerDatabase, type CustomerDatabase } from '../helpers/customer-db.js';
 import { startRelay, type TestRelay } from '../helpers/relay.js';
-import { api, openConnection, signupAgent, startServer, type Agent, type TestServer } from '../helpers/server.js';
+import { api, openConnection, signupAgent, startServer, tempDir, type Agent, type TestServer } from '../helpers/server.js';
 
 let srv: TestServer;
 let db: CustomerDatabase;
 let agent: Agent;
 const relays: TestRelay[] = [];
 let log = '';
+/** a connection through the outdated relay (first test) */
+let oldConn = '';
 
 t.before(async () => {
   db = await customerDatabase('svc_relay_outdated');
@@ -48,6 +52,7 @@ t.test('a relay whose HELLO does not offer catalog-search-path: refused, nothing
   const old = await startRelay(srv, agent.key, db.url, { name: 'old', session: { agent: 'svc-relay/0.1.0', features: [] } });
   relays.push(old);
   const conn = await openConnection(srv.url, agent.key, 'postgres-relay', [`relay:${old.relayId}`, 'read:public.orders']);
+  oldConn = conn;
   const before = await usage();
   const r = await api<{ error?: { code: string; message: string; details?: Record<string, unknown> } }>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: agent.key, body: { sql: 'SELECT id FROM orders' } });
   t.equal(r.status, 503, r.text);
@@ -63,6 +68,19 @@ t.test('a relay whose HELLO does not offer catalog-search-path: refused, nothing
   t.equal(schema.body.error?.details?.['reason'], 'relay_outdated');
   t.equal(old.streams(), 0, 'nor the catalog statement');
   t.match(log, new RegExp(`"relay_id":"${old.relayId}".*catalog-search-path`), 'the control plane logged why');
+});
+
+t.test('svc (the CLI) says what to do about an outdated relay: upgrade it, not start it', async (t) => {
+  // the relay is running and `svc relay list` shows it online: "start the relay" would send the
+  // operator looking for a problem that is not there
+  ensureDist();
+  const home = await tempDir('svc-cli-outdated-');
+  t.teardown(() => fs.rm(home, { recursive: true, force: true }));
+  const r = await runSvc(['query', oldConn, 'SELECT id FROM orders'], { PATH: process.env['PATH'] ?? '', HOME: home, SVC_CONFIG: `${home}/config.json`, SVC_BASE_URL: srv.url, SVC_API_KEY: agent.key });
+  t.equal(r.code, 5, r.stderr);
+  t.match(r.stderr, /relay_unavailable \(HTTP 503\)/);
+  t.match(r.stderr, /\nnext: upgrade svc-relay on the machine next to the database and restart it/);
+  t.notMatch(r.stderr, /next: start the relay/);
 });
 
 t.test('a current relay on the same control plane is served', async (t) => {
