@@ -364,7 +364,19 @@ export const DOCUMENTED_RESPONSES: Record<string, readonly DocumentedResponse[]>
   'GET /v1/webhooks/deliveries/{delivery_id}': [ok(200, 'One delivery with its attempts and its envelope', ref('Delivery'))],
   'POST /v1/webhooks/deliveries/{delivery_id}/replay': [ok(202, 'The delivery is due again, with the same delivery id and bytes', Obj({ delivery_id: Str, status: Type.Literal('pending'), next_attempt_at: Time }))],
   'GET /v1/webhooks/scenarios': [ok(200, 'The mock event scenarios', Obj({ default: Str, scenarios: Type.Array(Obj({ id: Str, event: Str, description: Str })) }))],
-  'POST /v1/webhooks/trigger-mock-event': [ok(202, 'The mock event is queued for signed delivery', Obj({ delivery_id: Str, event: Str, scenario_id: Str }))],
+  'POST /v1/webhooks/trigger-mock-event': [
+    ok(
+      202,
+      'The mock event is queued for signed delivery, a receiver configured or not',
+      Obj({
+        delivery_id: Str,
+        event: Str,
+        scenario_id: Str,
+        receiver_configured: Type.Boolean({ description: 'whether a receiver (the default, or the connection override) is configured now; without one the attempts fail as no_endpoint and are retried' }),
+        note: Type.Optional(Type.String({ description: 'present without a receiver: what happens to the delivery' })),
+      }),
+    ),
+  ],
   'PATCH /v1/sandbox/webhook-reliability': [ok(200, 'The fault profile now applied', Obj({ ...ChaosFields, updated_at: Time }))],
   'GET /v1/sandbox/webhook-reliability': [ok(200, 'The fault profile applied to deliveries', ref('ChaosProfile'))],
   'GET /v1/connections/credentials/kinds': [ok(200, 'Credential kinds that can be registered', Obj({ kinds: Type.Array(ref('CredentialKind')) }))],

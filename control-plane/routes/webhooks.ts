@@ -16,6 +16,7 @@ import {
   enqueue,
   getChaos,
   getDelivery,
+  hasEndpoint,
   listDeliveries,
   listEndpoints,
   replayDelivery,
@@ -162,11 +163,19 @@ export function webhookRoutes(app: App, s: Services, hooks: WebhookHooks): void 
         await assertMockRoom(sql, orgId, s.config.webhookMockPendingMax);
         // queued even before a receiver is configured: its attempts fail as no_endpoint (the
         // delivery's history says so) and are retried, so one configured meanwhile receives it
-        return enqueue(sql, { orgId, connectionId, event: sc.event, environment: 'sandbox', resource: scenarioResource(sc), data: { scenario_id: sc.id } }, { always: true });
+        const receiver = await hasEndpoint(sql, orgId, connectionId);
+        const q = await enqueue(sql, { orgId, connectionId, event: sc.event, environment: 'sandbox', resource: scenarioResource(sc), data: { scenario_id: sc.id } }, { always: true });
+        return q && { ...q, receiver };
       });
       if (!queued) throw new Error('svc: the mock event was not queued');
       hooks.kick();
-      return reply.code(202).send({ ...queued, scenario_id: sc.id } as { delivery_id: string; event: string });
+      const { receiver, ...answer } = queued;
+      return reply.code(202).send({
+        ...answer,
+        scenario_id: sc.id,
+        receiver_configured: receiver,
+        ...(receiver ? {} : { note: 'no webhook receiver is configured: the delivery is retried on its schedule and arrives once one is set (POST /v1/agent/webhook), or replay it then' }),
+      } as { delivery_id: string; event: string });
     },
   );
 

@@ -13,6 +13,7 @@ export {
   environmentOf,
   getChaos,
   getDelivery,
+  hasEndpoint,
   listDeliveries,
   listEndpoints,
   replayDelivery,

@@ -30,7 +30,7 @@ export interface Enqueued {
 }
 
 /** Does a receiver exist for this organization (the connection's override, else the default)? */
-async function hasEndpoint(sql: Sql, orgId: string, connectionId: string | null): Promise<boolean> {
+export async function hasEndpoint(sql: Sql, orgId: string, connectionId: string | null): Promise<boolean> {
   const rows = await sql.query('SELECT 1 FROM webhook_endpoints WHERE org_id = $1 AND connection_id IN ($2, $3) LIMIT 1', [orgId, '', connectionId ?? '']);
   return rows.length > 0;
 }

@@ -27,8 +27,8 @@ async function setup(t: TapTest, opts: { secret?: string } = {}): Promise<{ agen
   return { agent, rx };
 }
 
-async function trigger(agent: Agent, body: Record<string, unknown> = {}): Promise<{ delivery_id: string; event: string }> {
-  const r = await api<{ delivery_id: string; event: string }>(srv.url, 'POST', '/v1/webhooks/trigger-mock-event', { key: agent.key, body });
+async function trigger(agent: Agent, body: Record<string, unknown> = {}): Promise<{ delivery_id: string; event: string; receiver_configured?: boolean; note?: string }> {
+  const r = await api<{ delivery_id: string; event: string; receiver_configured?: boolean; note?: string }>(srv.url, 'POST', '/v1/webhooks/trigger-mock-event', { key: agent.key, body });
   if (r.status !== 202) throw new Error(`trigger: ${r.status} ${r.text}`);
   return r.body;
 }
@@ -58,7 +58,8 @@ t.test('a mock event arrives signed both ways; the generated secret is shown onc
   t.match(cfg.body, { default: { url: rx.url }, overrides: [] });
 
   const q = await trigger(agent, { scenario_id: 'claim.adjudicated' });
-  t.match(q, { delivery_id: /^dlv_/, event: 'claim.adjudicated' });
+  t.match(q, { delivery_id: /^dlv_/, event: 'claim.adjudicated', receiver_configured: true });
+  t.notOk('note' in q, 'no note when a receiver is configured');
   await rx.until(() => rx.of(q.delivery_id).length === 1);
   const got = rx.of(q.delivery_id)[0]!;
   t.ok(got.serviceOk, 'X-Service-Signature verifies (hex HMAC of the raw body, key = the secret string)');
@@ -346,6 +347,7 @@ t.test('a mock event triggered before any receiver is configured: 202, and deliv
   const agent = await signupAgent(srv.url, `Org ${Math.random()}`);
   const q = await trigger(agent, { scenario_id: 'adt.admission' });
   t.equal(q.event, 'adt.admission');
+  t.match(q, { receiver_configured: false, note: /no webhook receiver is configured/ }, 'the answer says nothing will arrive yet');
   const first = await (async () => {
     for (const deadline = Date.now() + 10_000; ; ) {
       const d = await delivery(agent, q.delivery_id);
