@@ -3,4 +3,4 @@
  * --version`). relay-agent/pack.mjs refuses to pack when relay-agent/package.json's version is
  * not the `<version>` of `svc-relay/<version>` here.
  */
-export const RELAY_AGENT_VERSION = 'svc-relay/0.1.0';
+export const RELAY_AGENT_VERSION = 'svc-relay/0.2.0';
