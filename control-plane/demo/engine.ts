@@ -107,6 +107,8 @@ export class EmbeddedDemoEngine implements DemoEngine {
   private readonly slots: Slot[] = [];
   private readonly waiters: SlotWaiter[] = [];
   private starting = 0;
+  /** statements that reached an engine since start (started()) */
+  private startedCount = 0;
   private closed = false;
   /** every worker runs on this image, unpacked once and shared (each copies only what it writes) */
   private readonly image: Promise<DataImage>;
@@ -250,7 +252,10 @@ export class EmbeddedDemoEngine implements DemoEngine {
       const places = q.trial ? Math.min(this.gate.perTenant, this.gate.trialCapacity) : this.gate.perTenant;
       const leave = await this.shares?.take(tenant, places, deadline, { timeoutMs: q.timeoutMs, signal: q.signal, holdRetryMs: this.options.cooldownMs });
       try {
-        if (!q.signal?.aborted) onStart?.();
+        if (!q.signal?.aborted) {
+          this.startedCount++;
+          onStart?.();
+        }
         return await this.runOn(await this.acquireSlot(deadline - Date.now(), q.timeoutMs), q, deadline);
       } finally {
         leave?.();
@@ -356,6 +361,10 @@ export class EmbeddedDemoEngine implements DemoEngine {
 
   admissions(): GateAdmissions {
     return this.gate.admissions();
+  }
+
+  started(): number {
+    return this.startedCount;
   }
 
   stats(): { running: number; waiting: number } {

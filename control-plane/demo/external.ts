@@ -56,6 +56,8 @@ export class PostgresDemoEngine implements DemoEngine {
   readonly kind = 'postgres' as const;
   private readonly pool: pg.Pool;
   readonly gate: FairGate;
+  /** statements that reached the engine since start (started()) */
+  private startedCount = 0;
 
   private constructor(pool: pg.Pool, poolSize: number) {
     this.pool = pool;
@@ -142,7 +144,15 @@ export class PostgresDemoEngine implements DemoEngine {
   }
 
   run(q: DemoQuery): Promise<ReadQueryResult> {
-    return admitted(this.gate, q, (deadline) => this.runOnce(q, deadline));
+    const onStart = q.onStart;
+    const counted: DemoQuery = {
+      ...q,
+      onStart: () => {
+        this.startedCount++;
+        onStart?.();
+      },
+    };
+    return admitted(this.gate, counted, (deadline) => this.runOnce(q, deadline));
   }
 
   private async runOnce(q: DemoQuery, deadline: number): Promise<ReadQueryResult> {
@@ -176,6 +186,10 @@ export class PostgresDemoEngine implements DemoEngine {
 
   admissions(): GateAdmissions {
     return this.gate.admissions();
+  }
+
+  started(): number {
+    return this.startedCount;
   }
 
   stats(): { running: number; waiting: number } {

@@ -63,6 +63,11 @@ export interface DemoEngine {
   admissions(): GateAdmissions;
   /** statements running and waiting at the gate now */
   stats(): { running: number; waiting: number };
+  /**
+   * statements that reached their engine since start (their `onStart` moment: past the gate and,
+   * on a shared store, past their place among the replicas), whatever became of them
+   */
+  started(): number;
   close(): Promise<void>;
 }
 

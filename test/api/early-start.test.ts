@@ -241,9 +241,10 @@ function cases(store: 'embedded' | 'postgres', open: () => Promise<TestServer>):
       const engine = await srv.svc.demoReady;
       const w0 = await wallet(srv, o.orgId);
       const before = await admitted(srv);
+      const startedBefore = engine.started(); // past its place among the replicas too (a PostgreSQL store): it reached the engine
       const hold = await holdOrg(t, srv, o.orgId, 'NO KEY UPDATE');
       const q = api(srv.url, 'POST', `/v1/connections/${o.conn}/query`, { key: o.key, body: { sql: 'SELECT count(*) AS n FROM patients a, patients b, patients c' } }) as Promise<Answer>;
-      await until('started early', async () => (await admitted(srv)) > before && engine.stats().running === 1);
+      await until('started early, at the engine', async () => (await admitted(srv)) > before && engine.started() > startedBefore && engine.stats().running === 1);
       let revokedAt: number | undefined;
       const revoke = api(srv.url, 'POST', `/v1/connections/${o.conn}/revoke`, { key: o.key }).then((r) => ((revokedAt = Date.now()), r));
       await until('the statement is stopped at the engine (its reservation still held)', () => engine.stats().running === 0);
@@ -263,9 +264,10 @@ function cases(store: 'embedded' | 'postgres', open: () => Promise<TestServer>):
       t.equal((await query(srv, o.key, o.conn, 1)).status, 200);
       const engine = await srv.svc.demoReady;
       const before = await admitted(srv);
+      const startedBefore = engine.started(); // past its place among the replicas too (a PostgreSQL store): it reached the engine
       const hold = await holdOrg(t, srv, o.orgId);
       const sent = sendThenLeave(srv.url, 'POST', `/v1/connections/${o.conn}/query`, o.key, { sql: 'SELECT count(*) AS n FROM patients a, patients b, patients c' });
-      await until('started early', async () => (await admitted(srv)) > before && engine.stats().running === 1);
+      await until('started early, at the engine', async () => (await admitted(srv)) > before && engine.started() > startedBefore && engine.stats().running === 1);
       sent.leave();
       t.equal(await sent.done, undefined, 'left before any answer');
       await until('the statement is stopped at the engine (its reservation still held)', () => engine.stats().running === 0);
@@ -305,9 +307,10 @@ function cases(store: 'embedded' | 'postgres', open: () => Promise<TestServer>):
       const engine = await srv.svc.demoReady;
       const w0 = await wallet(srv, o.orgId);
       const before = await admitted(srv);
+      const startedBefore = engine.started(); // past its place among the replicas too (a PostgreSQL store): it reached the engine
       const hold = await holdOrg(t, srv, o.orgId);
       const q = api(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: o.key, body: { sql: 'SELECT count(*) AS n FROM patients a, patients b, patients c' } }) as Promise<Answer>;
-      await until('started early', async () => (await admitted(srv)) > before && engine.stats().running === 1);
+      await until('started early, at the engine', async () => (await admitted(srv)) > before && engine.started() > startedBefore && engine.stats().running === 1);
       await until('stopped at the engine when its connection expires', () => engine.stats().running === 0);
       await hold.release();
       const a = await q;

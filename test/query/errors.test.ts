@@ -88,6 +88,7 @@ t.test('the demo backend answers ApiError only: its engine errors are mapped at 
     },
     admissions: () => ({ paid: { atOnce: 0, queued: 0, timedOut: 0 }, trial: { atOnce: 0, queued: 0, timedOut: 0 }, trialPeak: 0, trialCapacity: 1 }),
     stats: () => ({ running: 0, waiting: 0 }),
+    started: () => 0,
     close: async () => undefined,
   };
   const checker = new SqlChecker();
@@ -122,6 +123,7 @@ t.test("a statement being checked when the app's check worker is closed (shutdow
     },
     admissions: () => ({ paid: { atOnce: 0, queued: 0, timedOut: 0 }, trial: { atOnce: 0, queued: 0, timedOut: 0 }, trialPeak: 0, trialCapacity: 1 }),
     stats: () => ({ running: 0, waiting: 0 }),
+    started: () => 0,
     close: async () => undefined,
   };
   const backend = new DemoBackend(async () => never, { checker, cache: new CheckCache<CheckedQuery>() });
