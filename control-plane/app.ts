@@ -19,7 +19,7 @@ import { registerBodyRules } from './http/body.js';
 import { RunningQueries } from './query/running.js';
 import { registerRateLimits } from './http/rate-limit.js';
 import { ApiError } from './errors.js';
-import { sweepReservations } from './billing/index.js';
+import { sweepReservations, sweepTopupKeys } from './billing/index.js';
 import { accountRoutes } from './routes/accounts.js';
 import { auditRoutes } from './routes/audit.js';
 import { catalogueRoutes } from './routes/catalogue.js';
@@ -299,6 +299,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   if (released > 0 || leases > 0) app.log.info({ reservations: released, webhook_leases: leases }, 'gave back what an ended process left held');
   const sweeper = setInterval(() => {
     sweepReservations(store, staleAfterMs).catch((err: unknown) => app.log.warn({ err: { message: (err as Error).message } }, 'reservation sweep failed'));
+    // top-up idempotency keys past their day, of organizations that sent no keyed top-up since
+    sweepTopupKeys(store).catch((err: unknown) => app.log.warn({ err: { message: (err as Error).message } }, 'top-up key sweep failed'));
   }, RESERVATION_SWEEP_MS);
   sweeper.unref();
   registerErrorHandling(app, cachedKeyAnswer(services.keys));

@@ -396,7 +396,7 @@ export function errorSchema(codes: readonly string[]): TSchema {
         Type.Object(
           {
             field: detail('the request field at fault (a dotted path into the body, or a parameter name)'),
-            in: detail('where that field is', OneOf('body', 'path', 'query')),
+            in: detail('where that field is', OneOf('body', 'path', 'query', 'header')),
             problem: detail('what is wrong with it'),
             missing: detail('the required body fields that were not sent', Type.Array(Str)),
             reason: detail('a finer cause within the code, e.g. too_complex, credential_missing, provider_refused, trial_egress_held'),

@@ -398,6 +398,25 @@ export interface TopupAnswer {
 export const TOPUP_IDEMPOTENCY_HOURS = 24;
 
 /**
+ * An idempotency key: 1-255 printable ASCII characters, no space at either end. HTTP strips a
+ * header value's outer spaces and the hosted MCP server's in-process calls do not, so a padded key
+ * would be one key there and another through svc or the API (a retry credited again).
+ */
+export const IDEMPOTENCY_KEY_PATTERN = '^[\\x21-\\x7E](?:[\\x20-\\x7E]*[\\x21-\\x7E])?$';
+
+/**
+ * Forget every top-up idempotency key older than {@link TOPUP_IDEMPOTENCY_HOURS}, by the store's
+ * clock (which stamped them): topup forgets an organization's own when it sends another keyed
+ * top-up; this, run periodically, those of organizations that do not. Returns how many went.
+ */
+export async function sweepTopupKeys(store: Store): Promise<number> {
+  const [gone] = await store.query<{ n: number }>('WITH gone AS (DELETE FROM topup_requests WHERE created_at < now() - make_interval(hours => $1) RETURNING 1) SELECT count(*)::int AS n FROM gone', [
+    TOPUP_IDEMPOTENCY_HOURS,
+  ]);
+  return gone?.n ?? 0;
+}
+
+/**
  * Credits the wallet and/or sets auto-reload, in one transaction. With `idempotency` (the
  * request's Idempotency-Key and a digest of its body), a top-up the organization already made with
  * that key in the last {@link TOPUP_IDEMPOTENCY_HOURS} hours is not made again: its answer is

@@ -77,10 +77,11 @@ function allowedValues(issues: ValidationIssue[], issue: ValidationIssue): unkno
   return values.length > 0 ? values : undefined;
 }
 
-const PART: Record<string, { in: 'body' | 'query' | 'path'; label: string }> = {
+const PART: Record<string, { in: 'body' | 'query' | 'path' | 'header'; label: string }> = {
   body: { in: 'body', label: 'body field' },
   querystring: { in: 'query', label: 'query parameter' },
   params: { in: 'path', label: 'path parameter' },
+  headers: { in: 'header', label: 'header' },
 };
 
 /** Fastify's own errors (validation, parsing, limits) mapped onto the contract. */

@@ -76,9 +76,10 @@ export const TOOLS: readonly ToolSpec[] = [
         .string()
         .min(1)
         .max(255)
-        .regex(/^[\x20-\x7E]+$/)
+        // billing/index.ts IDEMPOTENCY_KEY_PATTERN: no space at either end (HTTP strips them)
+        .regex(/^[\x21-\x7E](?:[\x20-\x7E]*[\x21-\x7E])?$/, 'printable ASCII, no space at either end')
         .optional()
-        .describe('any key of yours (printable ASCII): the same call sent again with it within 24 hours credits once and answers the first answer'),
+        .describe('any key of yours (printable ASCII, no space at either end): the same call sent again with it within 24 hours credits once and answers the first answer'),
     },
     readOnly: false,
     operation: 'POST /v1/agent/topup',

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Type } from 'typebox';
 import { signup } from '../accounts/index.js';
-import { billingConfig, centsFromNc, topup, usage, TOPUP_IDEMPOTENCY_HOURS, TOPUP_MAX_CENTS, TOPUP_MIN_CENTS, TRIAL } from '../billing/index.js';
+import { billingConfig, centsFromNc, topup, usage, IDEMPOTENCY_KEY_PATTERN, TOPUP_IDEMPOTENCY_HOURS, TOPUP_MAX_CENTS, TOPUP_MIN_CENTS, TRIAL } from '../billing/index.js';
 import { ApiError } from '../errors.js';
 import { principalOf } from '../http/auth.js';
 import { type App, type Services, ErrorSchema, errors } from './context.js';
@@ -85,8 +85,8 @@ export function accountRoutes(app: App, s: Services): void {
             Type.String({
               minLength: 1,
               maxLength: 255,
-              pattern: '^[\\x20-\\x7E]+$',
-              description: `A key of your choosing (1–255 printable ASCII characters) that makes the request safe to send again: the same key with the same body within ${TOPUP_IDEMPOTENCY_HOURS} hours credits once and answers the first answer again, with Idempotent-Replayed: true; with another body it is 409 conflict`,
+              pattern: IDEMPOTENCY_KEY_PATTERN,
+              description: `A key of your choosing (1–255 printable ASCII characters, no space at either end: HTTP strips those) that makes the request safe to send again: the same key with the same body within ${TOPUP_IDEMPOTENCY_HOURS} hours credits once and answers the first answer again, with Idempotent-Replayed: true; with another body it is 409 conflict`,
             }),
           ),
         }),
@@ -107,8 +107,14 @@ export function accountRoutes(app: App, s: Services): void {
       }
       const orgId = principalOf(req).orgId;
       const key = req.headers['idempotency-key'];
-      // the body as it was understood: one digest for every spelling of one request
-      const requestHash = createHash('sha256').update(JSON.stringify([amount, autoReload === undefined ? 'unchanged' : autoReload])).digest('hex');
+      // sent twice, node joins the two ("a, a"): a key no retry sending it once would match
+      if (req.raw.rawHeaders.filter((h, i) => i % 2 === 0 && h.toLowerCase() === 'idempotency-key').length > 1) {
+        throw new ApiError('invalid_request', 'the Idempotency-Key header was sent more than once; send it once', { field: 'Idempotency-Key', in: 'header' });
+      }
+      // the body as it was understood: one digest for every spelling of one request (auto_reload's
+      // fields in a fixed order, not the order they were sent in)
+      const understood = autoReload === undefined ? 'unchanged' : autoReload === null ? null : [autoReload.threshold_cents, autoReload.amount_cents];
+      const requestHash = createHash('sha256').update(JSON.stringify([amount, understood])).digest('hex');
       const { answer, replayed } = await topup(s.store, orgId, amount, autoReload, typeof key === 'string' ? { key, requestHash } : undefined);
       if (replayed) void reply.header('idempotent-replayed', 'true');
       return answer;
