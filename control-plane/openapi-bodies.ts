@@ -258,6 +258,8 @@ export interface DocumentedResponse {
   readonly description: string;
   readonly schema?: TSchema;
   readonly ndjson?: TSchema;
+  /** response headers it may carry (OpenAPI header objects) */
+  readonly headers?: Readonly<Record<string, unknown>>;
 }
 
 const ok = (status: number, description: string, schema?: TSchema): DocumentedResponse => ({ status, description, ...(schema ? { schema } : {}) });
@@ -301,7 +303,18 @@ export const DOCUMENTED_RESPONSES: Record<string, readonly DocumentedResponse[]>
       }),
     ),
   ],
-  'POST /v1/agent/topup': [ok(200, 'The wallet after the top-up', Obj({ credited_cents: Int, wallet_balance_cents: Num, auto_reload: AutoReload }))],
+  'POST /v1/agent/topup': [
+    {
+      ...ok(200, 'The wallet after the top-up (a replay under an Idempotency-Key: the first answer, as it was then)', Obj({ credited_cents: Int, wallet_balance_cents: Num, auto_reload: AutoReload })),
+      headers: {
+        'Idempotent-Replayed': {
+          required: false,
+          description: 'true when this is the answer of an earlier request with the same Idempotency-Key and body (nothing was credited now); absent otherwise',
+          schema: { type: 'string', enum: ['true'] },
+        },
+      },
+    },
+  ],
   'GET /v1/connections/targets': [ok(200, 'The targets', Obj({ targets: Type.Array(ref('Target')), count: Int }))],
   'GET /v1/connections/targets/{target_id}': [ok(200, 'One target', ref('Target'))],
   'GET /v1/connections/packs': [ok(200, 'The packs', Obj({ packs: Type.Array(ref('Pack')), count: Int }))],

@@ -103,7 +103,8 @@ function documentedResponse(d: DocumentedResponse): Json {
   if (d.schema) content['application/json'] = { schema: plain(d.schema) };
   // OpenAPI 3.1 has no schema for the items of a stream; x-item-schema describes each line
   if (d.ndjson) content['application/x-ndjson'] = { schema: { type: 'string', description: 'one JSON value per line' }, 'x-item-schema': plain(d.ndjson) };
-  return { description: d.description, ...(d.status === 429 ? { headers: RETRY_AFTER } : {}), ...(Object.keys(content).length ? { content } : {}) };
+  const headers = d.status === 429 ? RETRY_AFTER : d.headers;
+  return { description: d.description, ...(headers ? { headers } : {}), ...(Object.keys(content).length ? { content } : {}) };
 }
 
 const DEFAULT_RESPONSE: Json = {

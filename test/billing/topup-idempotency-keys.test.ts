@@ -76,6 +76,13 @@ t.test('Idempotency-Key edges (embedded store)', async (t) => {
   t.equal(bad.body.error?.details?.['in'], 'header');
   t.match(bad.body.error?.message ?? '', /^header "idempotency-key"/);
 
+  // the document names the header a replay is answered with, and the key's rule
+  const doc = (await api<{ paths: Record<string, Record<string, { parameters?: { name: string; in: string; schema: { pattern?: string } }[]; responses: Record<string, { headers?: Record<string, unknown> }> }>> }>(srv.url, 'GET', '/openapi.json')).body;
+  const op = doc.paths['/v1/agent/topup']?.['post'];
+  t.ok(op?.responses['200']?.headers?.['Idempotent-Replayed'], 'the 200 declares Idempotent-Replayed');
+  const param = op?.parameters?.find((p) => p.in === 'header' && p.name.toLowerCase() === 'idempotency-key');
+  t.ok(param && !new RegExp(param.schema.pattern ?? '').test(' k'), 'the header parameter refuses a padded key');
+
   // keys older than a day go, by the store's clock, whether or not their organization comes back
   await srv.svc.store.query("UPDATE topup_requests SET created_at = now() - interval '24 hours 1 second' WHERE org_id = $1", [a.orgId]);
   t.equal(await sweepTopupKeys(srv.svc.store), 1, "the organization's expired key is swept");
