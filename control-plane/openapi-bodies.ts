@@ -39,6 +39,9 @@ const RelayFields = {
   last_seen_at: NullableTime,
   certificate_expires_at: NullableTime,
   version: NullableStr,
+  upgrade_required: Type.Boolean({
+    description: "its last tunnel did not say it pins search_path (svc-relay before 0.2.0): its queries are answered 503 relay_unavailable (relay_outdated) until it is upgraded; false while it has not connected",
+  }),
   revoked_at: NullableTime,
 };
 

@@ -6,7 +6,7 @@
  * recorded in `relay_events`.
  */
 import { createHash, randomBytes, X509Certificate } from 'node:crypto';
-import { TunnelRefusal } from '../../protocol/relay-contract.js';
+import { REQUIRED_RELAY_FEATURES, TunnelRefusal } from '../../protocol/relay-contract.js';
 import { newId } from '../accounts/index.js';
 import { revokeRelayConnections } from '../connections/index.js';
 import { ApiError } from '../errors.js';
@@ -92,6 +92,8 @@ interface RelayRow {
   revoked_at: Date | null;
   last_seen_at: Date | null;
   version: string | null;
+  /** the features its last tunnel negotiated (null: none recorded yet) */
+  features: string[] | null;
   /** a replica holds its tunnel under a live lease (tunnel/leases.ts) */
   tunnel_live?: boolean;
 }
@@ -188,6 +190,11 @@ export interface RelayRecord {
   readonly last_seen_at: string | null;
   readonly certificate_expires_at: string | null;
   readonly version: string | null;
+  /**
+   * its last tunnel lacked a feature the control plane requires (protocol/relay-contract.ts
+   * REQUIRED_RELAY_FEATURES): online or not, nothing runs through it until svc-relay is upgraded
+   */
+  readonly upgrade_required: boolean;
   readonly revoked_at: string | null;
 }
 
@@ -214,6 +221,7 @@ function record(r: RelayRow, certExpires: Date | null, online: (relayId: string)
     last_seen_at: iso(r.last_seen_at),
     certificate_expires_at: iso(certExpires),
     version: r.version,
+    upgrade_required: r.features !== null && r.features !== undefined && REQUIRED_RELAY_FEATURES.some((f) => !(r.features as string[]).includes(f)),
     revoked_at: iso(r.revoked_at),
   };
 }

@@ -332,6 +332,12 @@ CREATE TABLE topup_requests (
 );
 `,
   },
+  {
+    version: 16,
+    // relays/index.ts upgrade_required: what the relay's last tunnel negotiated, for every replica
+    name: "a relay's tunnel features, as its last handshake negotiated them",
+    sql: `ALTER TABLE relays ADD COLUMN features text[];`,
+  },
 ];
 
 /** Apply every migration not yet applied; returns the versions applied now. */

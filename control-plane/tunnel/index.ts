@@ -324,7 +324,9 @@ export async function startTunnelListener(o: TunnelOptions): Promise<TunnelListe
     const session = new Session(wsTransport(ws), { role: 'server', features: [...RELAY_FEATURES] });
     const tunnel: LiveTunnel = { relayId, orgId, serial, session, connectedAt: new Date(), version: null, terminate: () => ws.terminate() };
     const seen = (): void => {
-      void o.store.query('UPDATE relays SET last_seen_at = $2, version = coalesce($3, version) WHERE id = $1', [relayId, new Date().toISOString(), tunnel.version]).catch(() => undefined);
+      void o.store
+        .query('UPDATE relays SET last_seen_at = $2, version = coalesce($3, version), features = coalesce($4, features) WHERE id = $1', [relayId, new Date().toISOString(), tunnel.version, session.negotiated?.features ?? null])
+        .catch(() => undefined);
     };
     const failed = (what: string) => (err: unknown) => o.log?.warn({ relay_id: relayId, err: { message: (err as Error).message } }, `tunnel lease ${what} failed`);
     // online (and the tunnel queries are routed to) only once HELLO completed: until then a

@@ -88,8 +88,8 @@ export class TunnelLeases {
     this.claiming.add(t);
     try {
       const [row] = await this.store.query<{ since: Date }>(
-        'UPDATE relays SET tunnel_replica = $2, tunnel_address = $3, tunnel_since = clock_timestamp(), tunnel_until = now() + make_interval(secs => $4), last_seen_at = now(), version = coalesce($5, version) WHERE id = $1 AND revoked_at IS NULL RETURNING tunnel_since AS since',
-        [t.relayId, this.replicaId, this.address, LEASE_MS / 1000, t.version],
+        'UPDATE relays SET tunnel_replica = $2, tunnel_address = $3, tunnel_since = clock_timestamp(), tunnel_until = now() + make_interval(secs => $4), last_seen_at = now(), version = coalesce($5, version), features = coalesce($6, features) WHERE id = $1 AND revoked_at IS NULL RETURNING tunnel_since AS since',
+        [t.relayId, this.replicaId, this.address, LEASE_MS / 1000, t.version, t.session.negotiated?.features ?? null],
       );
       if (row) this.since.set(t, new Date(row.since).getTime());
     } finally {

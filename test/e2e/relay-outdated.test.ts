@@ -81,6 +81,8 @@ t.test('svc (the CLI) says what to do about an outdated relay: upgrade it, not s
   t.match(r.stderr, /relay_unavailable \(HTTP 503\)/);
   t.match(r.stderr, /\nnext: upgrade svc-relay on the machine next to the database and restart it/);
   t.notMatch(r.stderr, /next: start the relay/);
+  const list = await runSvc(['relay', 'list'], { PATH: process.env['PATH'] ?? '', HOME: home, SVC_CONFIG: `${home}/config.json`, SVC_BASE_URL: srv.url, SVC_API_KEY: agent.key });
+  t.match(list.stdout, /\bold\s+online\s+true\b/, `svc relay list shows it must be upgraded:\n${list.stdout}`);
 });
 
 t.test('a current relay on the same control plane is served', async (t) => {
@@ -90,4 +92,18 @@ t.test('a current relay on the same control plane is served', async (t) => {
   const r = await api<{ rows: unknown[] }>(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: agent.key, body: { sql: 'SELECT id, note FROM orders' } });
   t.equal(r.status, 200, r.text);
   t.same(r.body.rows, [{ id: 1, note: 'a' }]);
+});
+
+t.test('GET /v1/relays says which relay must be upgraded (upgrade_required), online or not', async (t) => {
+  const list = async () => Object.fromEntries((await api<{ relays: { name: string; status: string; upgrade_required: boolean }[] }>(srv.url, 'GET', '/v1/relays', { key: agent.key })).body.relays.map((r) => [r.name, r]));
+  let relays_ = await list();
+  t.match(relays_['old'], { status: 'online', upgrade_required: true }, 'the outdated relay: online, but upgrade_required');
+  t.match(relays_['current'], { status: 'online', upgrade_required: false });
+  const one = await api<{ upgrade_required: boolean }>(srv.url, 'GET', `/v1/relays/${relays[0]?.relayId ?? ''}`, { key: agent.key });
+  t.equal(one.body.upgrade_required, true, 'GET /v1/relays/{relay_id} too');
+  // stopped: offline, still to be upgraded (what its last tunnel said)
+  await relays[0]?.close();
+  relays.shift();
+  for (const deadline = Date.now() + 10_000; (relays_ = await list())['old']?.status !== 'offline' && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 50));
+  t.match(relays_['old'], { status: 'offline', upgrade_required: true });
 });

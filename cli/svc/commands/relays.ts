@@ -22,7 +22,7 @@ export function registerRelayCommands(program: Command, kit: CommandKit): void {
   relay
     .command('list')
     .description('relays with status, last seen and certificate expiry')
-    .action(kit.action(async (c) => kit.show(c, await kit.call(c, 'loading relays', tool('list_relays')({})), tableOf('relays', ['relay_id', 'name', 'status', 'last_seen_at', 'certificate_expires_at', 'version'], 'no relays'))));
+    .action(kit.action(async (c) => kit.show(c, await kit.call(c, 'loading relays', tool('list_relays')({})), tableOf('relays', ['relay_id', 'name', 'status', 'upgrade_required', 'last_seen_at', 'certificate_expires_at', 'version'], 'no relays'))));
   relay
     .command('show')
     .description('one relay with its certificates and events')
