@@ -337,7 +337,7 @@ export async function startTunnelListener(o: TunnelOptions): Promise<TunnelListe
         tunnel.version = n.peer.agent ?? null;
         const lacking = REQUIRED_RELAY_FEATURES.filter((f) => !n.features.includes(f));
         if (lacking.length > 0) {
-          // online (its status is true), but query/relay.ts runs nothing through it
+          // listed online (with upgrade_required), but query/relay.ts runs nothing through it
           o.log?.warn({ relay_id: relayId, version: tunnel.version, lacking }, 'relay connected without a feature svc requires (catalog-search-path: it pins search_path): its queries are refused until svc-relay is upgraded');
         }
         registry.add(tunnel);
