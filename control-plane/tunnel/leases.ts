@@ -159,7 +159,14 @@ export class TunnelLeases {
         this.registry.yieldTunnel(row.id, 'the certificate this tunnel was opened with expired, or was replaced and its overlap window ended: reconnect with the current certificate', TunnelDrain.CERTIFICATE_LAPSED);
         continue;
       }
-      if (row.kept || this.claiming.has(t)) continue;
+      if (this.claiming.has(t)) continue;
+      if (row.kept) {
+        // the lease names this replica, but maybe for an earlier tunnel of the relay: this one's
+        // claim failed, so what it negotiated (version, features: upgrade_required) was never
+        // written. Claim again; the renewal alone would keep the old tunnel's until a reconnect
+        if (!this.since.has(t)) await this.claim(t);
+        continue;
+      }
       const mine = this.since.get(t);
       const newerElsewhere = row.holder !== null && row.holder !== this.replicaId && row.holder_live && row.holder_since !== null && (mine === undefined || new Date(row.holder_since).getTime() > mine);
       if (newerElsewhere && mine !== undefined) {
