@@ -83,12 +83,14 @@ export class TunnelLeases {
    * The tunnel completed HELLO here: this replica holds the relay's lease from now on (the newest
    * tunnel holds it: a replica whose older tunnel sees a newer claim elsewhere drains its own).
    */
-  async claim(t: LiveTunnel): Promise<void> {
+  async claim(t: LiveTunnel, o: { onlyIfHeld?: boolean } = {}): Promise<void> {
     if (this.stopped) return;
     this.claiming.add(t);
     try {
+      // onlyIfHeld: a retry for a lease this replica already names, never taken from a newer claim elsewhere meanwhile
+      const held = o.onlyIfHeld === true ? ' AND tunnel_replica = $2' : '';
       const [row] = await this.store.query<{ since: Date }>(
-        'UPDATE relays SET tunnel_replica = $2, tunnel_address = $3, tunnel_since = clock_timestamp(), tunnel_until = now() + make_interval(secs => $4), last_seen_at = now(), version = coalesce($5, version), features = coalesce($6, features) WHERE id = $1 AND revoked_at IS NULL RETURNING tunnel_since AS since',
+        `UPDATE relays SET tunnel_replica = $2, tunnel_address = $3, tunnel_since = clock_timestamp(), tunnel_until = now() + make_interval(secs => $4), last_seen_at = now(), version = coalesce($5, version), features = coalesce($6, features) WHERE id = $1 AND revoked_at IS NULL${held} RETURNING tunnel_since AS since`,
         [t.relayId, this.replicaId, this.address, LEASE_MS / 1000, t.version, t.session.negotiated?.features ?? null],
       );
       if (row) this.since.set(t, new Date(row.since).getTime());
@@ -163,8 +165,9 @@ export class TunnelLeases {
       if (row.kept) {
         // the lease names this replica, but maybe for an earlier tunnel of the relay: this one's
         // claim failed, so what it negotiated (version, features: upgrade_required) was never
-        // written. Claim again; the renewal alone would keep the old tunnel's until a reconnect
-        if (!this.since.has(t)) await this.claim(t);
+        // written. Claim again (only while the lease is still ours: a newer tunnel elsewhere may
+        // have claimed since the renewal); the renewal alone would keep the old tunnel's until a reconnect
+        if (!this.since.has(t)) await this.claim(t, { onlyIfHeld: true });
         continue;
       }
       const mine = this.since.get(t);

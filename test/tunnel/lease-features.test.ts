@@ -36,15 +36,21 @@ t.test("an upgraded relay's tunnel whose claim failed: the next heartbeat record
   await store.query('INSERT INTO relays (id, org_id, name, created_at) VALUES ($1, $2, $3, now())', [relayId, orgId, relayId]);
   await store.query("INSERT INTO relay_certificates (serial, fingerprint, key_fingerprint, relay_id, not_before, not_after, issued_at) VALUES ($1, $1, $1, $2, now(), now() + interval '1 day', now())", [serial, relayId]);
 
-  // the store fails the next claim (once), then answers as usual
+  // the store fails the next claim (once), then answers as usual; `beforeClaim` runs before a claim reaches it
   let failClaim = false;
+  let beforeClaim: (() => Promise<void>) | undefined;
   const flaky = new Proxy(store, {
     get(target, p, receiver) {
       if (p === 'query') {
-        return (sql: string, params?: unknown[]) => {
+        return async (sql: string, params?: unknown[]) => {
           if (failClaim && sql.includes('SET tunnel_replica')) {
             failClaim = false;
-            return Promise.reject(new Error('connection reset (test)'));
+            throw new Error('connection reset (test)');
+          }
+          if (beforeClaim && sql.includes('SET tunnel_replica')) {
+            const run = beforeClaim;
+            beforeClaim = undefined;
+            await run();
           }
           return target.query(sql, params as never);
         };
@@ -73,5 +79,21 @@ t.test("an upgraded relay's tunnel whose claim failed: the next heartbeat record
   t.match(await upgradeRequired(), { upgrade_required: false, version: 'svc-relay/0.2.0' }, 'the next heartbeat recorded the upgraded tunnel');
   const [row] = await store.query<{ features: string[] | null }>('SELECT features FROM relays WHERE id = $1', [relayId]);
   t.same(row?.features, [...RELAY_FEATURES]);
+
+  // again, but a newer tunnel of the relay claims through another replica between this replica's
+  // renewal and its second claim: the lease stays with the newer tunnel (the retry takes nothing)
+  const other = new TunnelRegistry();
+  const elsewhere = new TunnelLeases(store, 'rep_elsewhere', '127.0.0.1:2', other);
+  const again = tunnel(relayId, orgId, serial, 'svc-relay/0.2.1', RELAY_FEATURES);
+  registry.add(again);
+  failClaim = true;
+  await t.rejects(leases.claim(again), /connection reset/);
+  const newer = tunnel(relayId, orgId, serial, 'svc-relay/0.2.2', RELAY_FEATURES);
+  other.add(newer);
+  beforeClaim = () => elsewhere.claim(newer);
+  await leases.beat();
+  const [lease] = await store.query<{ tunnel_replica: string; version: string }>('SELECT tunnel_replica, version FROM relays WHERE id = $1', [relayId]);
+  t.same(lease, { tunnel_replica: 'rep_elsewhere', version: 'svc-relay/0.2.2' }, 'the newer claim elsewhere keeps the lease');
   await leases.stop();
+  await elsewhere.stop();
 });
