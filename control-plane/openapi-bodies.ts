@@ -40,7 +40,7 @@ const RelayFields = {
   certificate_expires_at: NullableTime,
   version: NullableStr,
   upgrade_required: Type.Boolean({
-    description: "its last tunnel did not say it pins search_path (svc-relay before 0.2.0): its queries are answered 503 relay_unavailable (relay_outdated) until it is upgraded; false while it has not connected",
+    description: "its last tunnel did not say it pins search_path (svc-relay before 0.2.0): its queries are answered 503 relay_unavailable (relay_outdated) until it is upgraded; false until a tunnel of it has been recorded by this version of the control plane (a relay that has not connected since)",
   }),
   revoked_at: NullableTime,
 };

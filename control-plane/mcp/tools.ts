@@ -408,7 +408,7 @@ export const TOOLS: readonly ToolSpec[] = [
   {
     name: 'list_relays',
     title: 'List relays',
-    description: 'The organization’s relays with status (online | offline | revoked), last_seen_at, certificate_expires_at and version (GET /v1/relays).',
+    description: 'The organization’s relays with status (online | offline | revoked), last_seen_at, certificate_expires_at, version and upgrade_required (true: svc-relay must be upgraded before any query runs through it) (GET /v1/relays).',
     input: {},
     readOnly: true,
     operation: 'GET /v1/relays',
