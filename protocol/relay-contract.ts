@@ -138,6 +138,10 @@ export type RelayFeatureName = (typeof RelayFeature)[keyof typeof RelayFeature];
 export const RELAY_FEATURES: readonly RelayFeatureName[] = Object.values(RelayFeature);
 /** the features without which the control plane runs no statement through a relay's tunnel */
 export const REQUIRED_RELAY_FEATURES: readonly RelayFeatureName[] = [RelayFeature.CATALOG_SEARCH_PATH];
+/** the required features a tunnel's negotiated `features` lack (empty: the control plane may use it) */
+export function lackingRelayFeatures(features: readonly string[]): RelayFeatureName[] {
+  return REQUIRED_RELAY_FEATURES.filter((f) => !features.includes(f));
+}
 
 // ------------------------------------------------------------------ a relay's stream errors
 

@@ -5,7 +5,7 @@
  * customer's database.
  */
 import { ProtocolError, type QueryStream } from '../../protocol/index.js';
-import { RelayStreamError, REQUIRED_RELAY_FEATURES } from '../../protocol/relay-contract.js';
+import { lackingRelayFeatures, RelayStreamError } from '../../protocol/relay-contract.js';
 import { isValueTooDeep, RowCollector, uniqueColumnNames, valueTooDeep, type ColumnInfo, type ReadQueryResult } from '../results/index.js';
 import { ApiError, isApiError } from '../errors.js';
 import { statementRejected } from './errors.js';
@@ -104,7 +104,7 @@ export async function runOnRelay(
     // a relay whose replica died reconnects within seconds: worth retrying soon
     throw new ApiError('relay_unavailable', `relay ${relayId} has no live tunnel: is svc-relay running and able to reach the control plane?`, { relay_id: relayId, retry_after_seconds: 2 }, { 'Retry-After': '2' });
   }
-  const lacking = REQUIRED_RELAY_FEATURES.filter((f) => !(live.session.negotiated?.features ?? []).includes(f));
+  const lacking = lackingRelayFeatures(live.session.negotiated?.features ?? []);
   if (lacking.length > 0) {
     // an older svc-relay: it does not pin search_path, so a customer's function named like the
     // catalog's could run for the agent; it is told nothing, and nothing is run or charged

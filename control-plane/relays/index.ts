@@ -6,7 +6,7 @@
  * recorded in `relay_events`.
  */
 import { createHash, randomBytes, X509Certificate } from 'node:crypto';
-import { REQUIRED_RELAY_FEATURES, TunnelRefusal } from '../../protocol/relay-contract.js';
+import { lackingRelayFeatures, TunnelRefusal } from '../../protocol/relay-contract.js';
 import { newId } from '../accounts/index.js';
 import { revokeRelayConnections } from '../connections/index.js';
 import { ApiError } from '../errors.js';
@@ -221,7 +221,7 @@ function record(r: RelayRow, certExpires: Date | null, online: (relayId: string)
     last_seen_at: iso(r.last_seen_at),
     certificate_expires_at: iso(certExpires),
     version: r.version,
-    upgrade_required: r.features !== null && r.features !== undefined && REQUIRED_RELAY_FEATURES.some((f) => !(r.features as string[]).includes(f)),
+    upgrade_required: r.features != null && lackingRelayFeatures(r.features).length > 0,
     revoked_at: iso(r.revoked_at),
   };
 }

@@ -23,7 +23,7 @@ import type { TLSSocket } from 'node:tls';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { issueServerCertificate, tlsServerOptions, verifyClientCertificate, type Ca, type PkiErrorCode } from '../../pki/index.js';
 import { DEFAULT_MAX_FRAME_SIZE, Session } from '../../protocol/index.js';
-import { RELAY_FEATURES, REQUIRED_RELAY_FEATURES, TUNNEL_CLOSES, TunnelDrain, TunnelRefusal, revocationClose, wsTransport, type TunnelRefusalReason, type TunnelRefusalStatus, type TunnelDrainReason, type TunnelRevocationReason } from '../../protocol/relay-contract.js';
+import { lackingRelayFeatures, RELAY_FEATURES, TUNNEL_CLOSES, TunnelDrain, TunnelRefusal, revocationClose, wsTransport, type TunnelRefusalReason, type TunnelRefusalStatus, type TunnelDrainReason, type TunnelRevocationReason } from '../../protocol/relay-contract.js';
 import { DEFAULT_TUNNEL_DRAIN_MS } from '../config.js';
 import { isApiError } from '../errors.js';
 import { relayCa } from '../relays/ca.js';
@@ -335,7 +335,7 @@ export async function startTunnelListener(o: TunnelOptions): Promise<TunnelListe
       (n) => {
         if (session.state === 'closed') return;
         tunnel.version = n.peer.agent ?? null;
-        const lacking = REQUIRED_RELAY_FEATURES.filter((f) => !n.features.includes(f));
+        const lacking = lackingRelayFeatures(n.features);
         if (lacking.length > 0) {
           // listed online (with upgrade_required), but query/relay.ts runs nothing through it
           o.log?.warn({ relay_id: relayId, version: tunnel.version, lacking }, 'relay connected without a feature svc requires (catalog-search-path: it pins search_path): its queries are refused until svc-relay is upgraded');

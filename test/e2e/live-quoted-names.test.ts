@@ -10,9 +10,9 @@
  */
 import pg from 'pg';
 import t from 'tap';
-import { customerDatabase, withSslmode, type CustomerDatabase } from '../helpers/customer-db.js';
+import { customerDatabase, postgresAgent, type CustomerDatabase } from '../helpers/customer-db.js';
 import { startRelay, type TestRelay } from '../helpers/relay.js';
-import { api, signupAgent, startServer, type Agent, type TestServer } from '../helpers/server.js';
+import { api, startServer, type Agent, type TestServer } from '../helpers/server.js';
 
 interface Body {
   rows: Record<string, unknown>[];
@@ -37,9 +37,7 @@ t.before(async () => {
     CREATE TABLE "order" (id int); INSERT INTO "order" VALUES (1);`);
   await c.end();
   srv = await startServer({ env: { SVC_LIVE_ALLOW_PRIVATE: '1' } });
-  agent = await signupAgent(srv.url, 'Quoted Co');
-  const cred = await api(srv.url, 'POST', '/v1/connections/credentials', { key: agent.key, body: { connector_kind: 'postgres', secret: withSslmode(db.url) } });
-  if (cred.status !== 201) throw new Error(cred.text);
+  agent = await postgresAgent(srv.url, db.url);
   relay = await startRelay(srv, agent.key, db.url, { name: 'quoted-db' });
 });
 t.teardown(async () => {
