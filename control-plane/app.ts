@@ -380,11 +380,11 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       // relay queries other replicas send to tunnels held here: run locally, never forwarded again.
       // A shutdown drains them as it drains this replica's own requests (they are requests in
       // flight here too): waited for, then stopped at the relay's database and answered 503
-      serveForwarded: servingForwards(store, { timeoutMs: config.limits.queryTimeoutMs, maxRows: config.limits.maxRows, maxBytes: config.limits.maxResultBytes }, (relayId, sql, limits, signal) =>
+      serveForwarded: servingForwards(store, { timeoutMs: config.limits.queryTimeoutMs, maxRows: config.limits.maxRows, maxBytes: config.limits.maxResultBytes }, (relayId, sql, limits, signal, onStart) =>
         track(async () => {
           const stop = untilShutdown(signal, shutdownController.signal);
           try {
-            return await runOnRelay(tunnels, relayId, sql, limits, stop.signal);
+            return await runOnRelay(tunnels, relayId, sql, limits, { signal: stop.signal, onStart });
           } finally {
             stop.release();
           }

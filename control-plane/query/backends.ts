@@ -52,7 +52,8 @@ export interface RunContext {
   /**
    * called when the statement reaches its source: a demo engine admitted it, or a `postgres` /
    * `mysql` statement got one of its organization's pooled connections and was sent (each may
-   * wait first); the relay and the other connectors call it at once
+   * wait first), a relay statement was sent to the relay (query/relay.ts runOnRelay); the other
+   * connectors call it at once
    */
   readonly onStart?: () => void;
 }
@@ -231,11 +232,16 @@ export class RelayBackend implements Backend {
   }
 
   async run(q: PreparedStatement, ctx: RunContext): Promise<ReadQueryResult> {
-    ctx.onStart?.();
     // after the shutdown's drain, as a live statement: stopped at the database, answered 503, not charged
     const stop = untilShutdown(ctx.signal, this.shutdown);
     try {
-      return await runOnRelay(this.tunnels, ctx.scopes.relay as string, q.sql, ctx.limits, stop.signal, this.forward ? { via: this.forward, connectionId: ctx.connectionId } : undefined);
+      // started once sent to the relay: refused or unsent before that (no tunnel, an outdated
+      // relay, a holder that refuses it), an agent that left meanwhile is not charged
+      return await runOnRelay(this.tunnels, ctx.scopes.relay as string, q.sql, ctx.limits, {
+        signal: stop.signal,
+        onStart: ctx.onStart,
+        ...(this.forward ? { forward: { via: this.forward, connectionId: ctx.connectionId } } : {}),
+      });
     } finally {
       stop.release();
     }

@@ -73,8 +73,24 @@ export async function describeOnRelay(
 ): Promise<SchemaListing> {
   const tables = postgresScopedTables(ctx.scopes);
   if (tables.length === 0) return { tables: [], missing: [], truncated: false };
-  const result = await runOnRelay(tunnels, ctx.scopes.relay as string, postgresCatalogSql(tables), catalogLimits(ctx.limits), ctx.signal, forward ? { via: forward, connectionId: ctx.connectionId } : undefined);
+  const result = await runOnRelay(tunnels, ctx.scopes.relay as string, postgresCatalogSql(tables), catalogLimits(ctx.limits), {
+    signal: ctx.signal,
+    ...(forward ? { forward: { via: forward, connectionId: ctx.connectionId } } : {}),
+  });
   return postgresListing(result, tables);
+}
+
+export interface RelayRunOptions {
+  /** stops the statement (revoked, expired, the relay deleted, the agent gone, a shutdown) */
+  readonly signal?: AbortSignal | undefined;
+  /** reaches a tunnel another replica holds (none: this replica's tunnels only) */
+  readonly forward?: { readonly via: RelayForwarder; readonly connectionId: string } | undefined;
+  /**
+   * called once, when the statement is sent to the relay (on this replica's tunnel, or on the
+   * holder's as it says): not before, so a statement refused or unsent (no tunnel, an outdated
+   * relay, a holder that refuses it) never counts as started, whatever its caller does meanwhile
+   */
+  readonly onStart?: (() => void) | undefined;
 }
 
 /**
@@ -86,9 +102,9 @@ export async function runOnRelay(
   relayId: string,
   sql: string,
   limits: { timeoutMs: number; maxRows: number; maxBytes: number },
-  signal?: AbortSignal,
-  forward?: { readonly via: RelayForwarder; readonly connectionId: string },
+  o: RelayRunOptions = {},
 ): Promise<ReadQueryResult> {
+  const { signal, forward, onStart } = o;
   const live = tunnels.get(relayId);
   if (!live) {
     const holder = await forward?.via.holder(relayId);
@@ -97,7 +113,7 @@ export async function runOnRelay(
       throw new ApiError('connection_revoked', `relay ${relayId} of this connection was deleted; nothing was run or charged; open a new connection`, { cause: 'relay_deleted', relay_id: relayId });
     }
     if (forward && holder) {
-      return forward.via.run(holder, { relay_id: relayId, connection_id: forward.connectionId, sql, limits }, signal).catch((err: unknown) => {
+      return forward.via.run(holder, { relay_id: relayId, connection_id: forward.connectionId, sql, limits }, signal, onStart).catch((err: unknown) => {
         throw signal?.aborted && isApiError(signal.reason) ? signal.reason : err;
       });
     }
@@ -120,6 +136,7 @@ export async function runOnRelay(
   } catch {
     throw new ApiError('relay_unavailable', `relay ${relayId}'s tunnel is closing; retry shortly`, { relay_id: relayId });
   }
+  onStart?.(); // sent: the relay runs it (once one of its database connections is free)
   let timedOut = false;
   const timer = setTimeout(() => {
     timedOut = true;

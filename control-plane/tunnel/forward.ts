@@ -36,8 +36,11 @@ export interface ForwardRequest {
   readonly limits: ForwardLimits;
 }
 
-/** runs a forwarded statement on a tunnel held here (never forwards again) */
-export type ServeForwarded = (request: ForwardRequest, signal: AbortSignal) => Promise<ReadQueryResult>;
+/**
+ * runs a forwarded statement on a tunnel held here (never forwards again); `onStart` once it is
+ * sent to the relay (query/relay.ts runOnRelay), which the asking replica is told
+ */
+export type ServeForwarded = (request: ForwardRequest, signal: AbortSignal, onStart: () => void) => Promise<ReadQueryResult>;
 
 // a statement is at most 100,000 bytes (SVC_MAX_STATEMENT_BYTES), up to six times that as JSON
 const MAX_REQUEST_BYTES = 1024 * 1024;
@@ -56,6 +59,15 @@ export const FORWARD_CONNECT_MS = 5000;
  */
 export const FORWARD_HEARTBEAT_MS = 1000;
 
+/**
+ * The holder tells the asking replica when the statement was sent to the relay: a newline in its
+ * answer before the JSON (which JSON text never holds outside a string, where it is escaped, and
+ * which leading whitespace does not change), announced by this header. Until then an agent that
+ * leaves is not charged: the holder may still refuse the statement (the connection gone, an
+ * outdated relay, the tunnel lost). A holder without the header (a version before it) is taken
+ * to have started it when its answer begins.
+ */
+export const FORWARD_START_HEADER = 'x-svc-start-signal';
 /**
  * how long a holder that said it beats every `heartbeatMs` may be silent before it is given up
  * (at most 5 minutes: a larger wait would overflow the timer, which then fires at once)
@@ -96,10 +108,13 @@ export class RelayForwarder {
     return { replicaId: row.tunnel_replica, address: row.tunnel_address };
   }
 
-  /** Runs the statement on the holder's tunnel; errors come back as the holder's API errors. */
-  async run(holder: LeaseHolder, request: ForwardRequest, signal?: AbortSignal): Promise<ReadQueryResult> {
+  /**
+   * Runs the statement on the holder's tunnel; errors come back as the holder's API errors.
+   * `onStart` is called once, when the holder says it sent the statement to the relay.
+   */
+  async run(holder: LeaseHolder, request: ForwardRequest, signal?: AbortSignal, onStart?: () => void): Promise<ReadQueryResult> {
     try {
-      const result = await this.send(holder, request, signal);
+      const result = await this.send(holder, request, signal, onStart);
       this.onForward?.('ok');
       return result;
     } catch (err) {
@@ -108,7 +123,7 @@ export class RelayForwarder {
     }
   }
 
-  private async send(holder: LeaseHolder, request: ForwardRequest, signal?: AbortSignal): Promise<ReadQueryResult> {
+  private async send(holder: LeaseHolder, request: ForwardRequest, signal?: AbortSignal, onStart?: () => void): Promise<ReadQueryResult> {
     const { relay_id: relayId, limits } = request;
     const { agent, caPem } = await this.agent();
     const m = /^\[?([^\]]+?)\]?:(\d+)$/.exec(holder.address);
@@ -180,8 +195,16 @@ export class RelayForwarder {
           }, silentAfterMs(beat));
         };
         alive();
+        let started = false;
+        const start = (): void => {
+          if (started || settled) return;
+          started = true;
+          onStart?.();
+        };
+        if (res.headers[FORWARD_START_HEADER] !== '1') start(); // an older holder: as soon as it answers
         res.on('data', (c: Buffer) => {
           alive();
+          if (!started && c.includes(0x0a)) start();
           size += c.length;
           if (size > maxResponse) {
             req.destroy();
@@ -257,9 +280,9 @@ function errorFrom(body: unknown, relayId: string): ApiError {
 export function servingForwards(
   store: Store,
   own: ForwardLimits,
-  run: (relayId: string, sql: string, limits: ForwardLimits, signal: AbortSignal) => Promise<ReadQueryResult>,
+  run: (relayId: string, sql: string, limits: ForwardLimits, signal: AbortSignal, onStart: () => void) => Promise<ReadQueryResult>,
 ): ServeForwarded {
-  return async (request, signal) => {
+  return async (request, signal, onStart) => {
     const [ok] = await store.query(
       `SELECT 1 FROM connections c JOIN relays r ON r.id = $2 AND r.org_id = c.org_id AND r.revoked_at IS NULL
         WHERE c.id = $1 AND c.revoked_at IS NULL AND c.expires_at > now() AND c.target_id = 'postgres-relay' AND c.scopes ? ('relay:' || $2)`,
@@ -271,7 +294,7 @@ export function servingForwards(
       maxRows: Math.min(request.limits.maxRows, own.maxRows),
       maxBytes: Math.min(request.limits.maxBytes, own.maxBytes),
     };
-    return run(request.relay_id, request.sql, limits, signal);
+    return run(request.relay_id, request.sql, limits, signal, onStart);
   };
 }
 
@@ -337,14 +360,17 @@ export async function serveForward(req: IncomingMessage, res: ServerResponse, ca
     if (!res.writableFinished) ac.abort(); // the asking replica gave up (the connection revoked or expired, or the asker itself gone)
   });
   // the headers at once, then a space every heartbeatMs while it runs: the asker knows this holder lives
-  res.writeHead(200, { 'content-type': 'application/json', 'x-svc-heartbeat-ms': String(heartbeatMs) });
+  res.writeHead(200, { 'content-type': 'application/json', 'x-svc-heartbeat-ms': String(heartbeatMs), [FORWARD_START_HEADER]: '1' });
   res.flushHeaders();
   const beats = setInterval(() => {
     if (!res.destroyed && !res.writableEnded) res.write(' ');
   }, heartbeatMs);
   res.once('close', () => clearInterval(beats));
   try {
-    res.end(JSON.stringify(await serve(fwd, ac.signal)));
+    const onStart = (): void => {
+      if (!res.destroyed && !res.writableEnded) res.write('\n');
+    };
+    res.end(JSON.stringify(await serve(fwd, ac.signal, onStart)));
   } catch (err) {
     // a failure of ours (not an API error) is answered as one, a 500 the asker passes on, not a
     // cut answer it would take for an unreachable holder (a retryable 503); thrown on to be logged

@@ -76,15 +76,16 @@ t.test('a holder that accepts the connection and never completes it is not waite
  * it then passes nothing either way and keeps both connections open, as a holder stopped
  * (SIGSTOP) or cut off by the network whose kernel still holds the connection.
  */
-async function freezableHolder(t: TapTest, o: { readonly heartbeatMs: number; readonly answerMs: number; readonly failWith?: Error }) {
+async function freezableHolder(t: TapTest, o: { readonly heartbeatMs: number; readonly answerMs: number; readonly failWith?: Error; readonly serve?: ServeForwarded }) {
   const ca = createCa({ keyBits: 2048 });
   const cert = issueServerCertificate(ca, { ipAddresses: ['127.0.0.1'] });
   const result: ReadQueryResult = { columns: [{ name: 'one', typeOid: 23 }], rows: [{ one: 1 }], truncated: false, bytes: 9 } as unknown as ReadQueryResult;
   let started = false; // serve is called once the answer's headers are sent
   const failures: unknown[] = [];
-  const serve: ServeForwarded = (_request, signal) =>
+  const serve: ServeForwarded = (request, signal, onStart) =>
     new Promise((resolve, reject) => {
       started = true;
+      if (o.serve) return o.serve(request, signal, onStart).then(resolve, reject);
       const timer = setTimeout(() => (o.failWith ? reject(o.failWith) : resolve(result)), o.answerMs);
       signal.addEventListener('abort', () => (clearTimeout(timer), reject(new Error('asker gone'))), { once: true });
     });
@@ -118,7 +119,7 @@ async function freezableHolder(t: TapTest, o: { readonly heartbeatMs: number; re
   const request = { relay_id: 'rly_x', connection_id: 'conn_x', sql: 'SELECT 1', limits: { timeoutMs: 600_000, maxRows: 10, maxBytes: 1000 } };
   const address = { replicaId: 'rep_holder', address: `127.0.0.1:${(proxy.address() as net.AddressInfo).port}` };
   return {
-    run: () => fwd.run(address, request),
+    run: (signal?: AbortSignal, onStart?: () => void) => fwd.run(address, request, signal, onStart),
     freeze: () => void (frozen = true),
     started: () => started,
     failures,
@@ -168,4 +169,88 @@ t.test("a failure of the holder's own (not an API error) reaches the asker as a 
   t.equal(err?.status, 500);
   t.notMatch(err?.message, /a bug on the holder/, "the failure's own text stays on the holder");
   t.same(h.failures, [bug], 'thrown on to the listener, which logs it');
+});
+
+/**
+ * The asker counts a forwarded statement as started (an agent leaving is then charged, as one
+ * leaving a local relay statement) only when the holder says it sent the statement to the relay:
+ * a holder that refuses it first (the connection gone, an outdated relay, its tunnel lost) leaves
+ * the agent uncharged. (Read in review: the relay backend marked the start before forwarding, so
+ * an agent leaving during a forward the holder then refused was charged the query price.)
+ */
+t.test('a forwarded statement counts as started only when the holder sent it to the relay', async (t) => {
+  const rows: ReadQueryResult = { columns: [{ name: 'one', type_oid: 23 }], rows: [{ one: 1 }], truncated: false, bytes: 9 };
+  t.test('refused by the holder before it was sent: never started, while the asker waits or after it gave up', async (t) => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let asked = 0;
+    const h = await freezableHolder(t, {
+      heartbeatMs: 50,
+      answerMs: 0,
+      serve: async () => {
+        asked++;
+        await gate;
+        throw new ApiError('relay_unavailable', 'relay rly_x is outdated', { reason: 'relay_outdated' });
+      },
+    });
+    let starts = 0;
+    const gone = new AbortController();
+    const leaving = h.run(gone.signal, () => starts++).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    while (!h.started()) await new Promise((r) => setTimeout(r, 10));
+    await new Promise((r) => setTimeout(r, 150)); // the holder's headers and beats arrived meanwhile
+    gone.abort();
+    t.match(await leaving, /aborted/, 'the asker gave up');
+    t.equal(starts, 0, 'not started: the holder had not sent it');
+    release();
+    const refused = (await h.run(undefined, () => starts++).then(() => undefined, (e: unknown) => e)) as ApiError | undefined;
+    t.equal(refused?.code, 'relay_unavailable', "the holder's refusal comes through");
+    t.equal(refused?.details?.['reason'], 'relay_outdated');
+    t.equal(starts, 0, 'a refusal is not a start');
+    t.equal(asked, 2);
+  });
+  t.test('sent by the holder: started before its answer, once', async (t) => {
+    const order: string[] = [];
+    let sent!: () => void;
+    const sentNow = new Promise<void>((r) => (sent = r));
+    const h = await freezableHolder(t, {
+      heartbeatMs: 50,
+      answerMs: 0,
+      serve: async (_request, _signal, onStart) => {
+        onStart();
+        sent();
+        await new Promise((r) => setTimeout(r, 200)); // runs a while at the relay, beating
+        return rows;
+      },
+    });
+    const running = h.run(undefined, () => order.push('started')).then((r) => (order.push('answered'), r));
+    await sentNow;
+    const answer = await running;
+    t.same(answer.rows, [{ one: 1 }]);
+    t.same(order, ['started', 'answered']);
+  });
+  t.test('a holder that does not announce the signal (an older version) counts as started when it answers', async (t) => {
+    const ca = createCa({ keyBits: 2048 });
+    const cert = issueServerCertificate(ca, { ipAddresses: ['127.0.0.1'] });
+    const older = https.createServer({ ...tlsServerOptions({ keyPem: cert.keyPem, certPem: cert.certPem, caCertPem: ca.certPem }), rejectUnauthorized: false }, (req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'application/json', 'x-svc-heartbeat-ms': '1000' });
+        res.flushHeaders();
+        setTimeout(() => res.end(JSON.stringify(rows)), 100);
+      });
+    });
+    await new Promise<void>((r) => older.listen(0, '127.0.0.1', () => r()));
+    t.teardown(() => new Promise((r) => older.close(r)));
+    const fwd = new RelayForwarder({ kind: 'embedded' } as unknown as Store, 'rep_asker', async () => ca);
+    t.teardown(() => fwd.close());
+    const order: string[] = [];
+    const request = { relay_id: 'rly_x', connection_id: 'conn_x', sql: 'SELECT 1', limits: { timeoutMs: 60_000, maxRows: 10, maxBytes: 1000 } };
+    const answer = await fwd.run({ replicaId: 'rep_old', address: `127.0.0.1:${(older.address() as net.AddressInfo).port}` }, request, undefined, () => order.push('started'));
+    order.push('answered');
+    t.same(answer.rows, [{ one: 1 }]);
+    t.same(order, ['started', 'answered'], 'as before the signal: started once its answer began');
+  });
 });
