@@ -338,6 +338,12 @@ CREATE TABLE topup_requests (
     name: "a relay's tunnel features, as its last handshake negotiated them",
     sql: `ALTER TABLE relays ADD COLUMN features text[];`,
   },
+  {
+    version: 17,
+    // billing/index.ts sweepTopupKeys: every minute, the keys older than 24 h across organizations
+    name: 'top-up idempotency keys by age, for their sweep',
+    sql: `CREATE INDEX topup_requests_created_at ON topup_requests (created_at);`,
+  },
 ];
 
 /** Apply every migration not yet applied; returns the versions applied now. */
