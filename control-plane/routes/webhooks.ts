@@ -19,6 +19,7 @@ import {
   hasEndpoint,
   listDeliveries,
   listEndpoints,
+  mockReplayAdmission,
   replayDelivery,
   SCENARIOS,
   scenario,
@@ -115,14 +116,15 @@ export function webhookRoutes(app: App, s: Services, hooks: WebhookHooks): void 
     '/v1/webhooks/deliveries/:delivery_id/replay',
     {
       schema: {
-        summary: 'Send a delivery again: same delivery id, same bytes, a fresh attempt (and retry schedule)',
+        summary: 'Send a delivery again: same delivery id, same bytes, a fresh attempt (and retry schedule); a mock event counts against the pending bound again (429)',
         tags: ['webhooks'],
         params: Type.Object({ delivery_id: Id }),
-        response: { 202: Type.Object({ delivery_id: Type.String() }, Open), ...errors(404, 409) },
+        response: { 202: Type.Object({ delivery_id: Type.String() }, Open), ...errors(404, 409, 429) },
       },
     },
     async (req, reply) => {
-      const out = await replayDelivery(s.store, principalOf(req).orgId, req.params.delivery_id);
+      const orgId = principalOf(req).orgId;
+      const out = await replayDelivery(s.store, orgId, req.params.delivery_id, mockReplayAdmission(orgId, s.config.webhookMockPendingMax));
       hooks.kick();
       return reply.code(202).send(out as { delivery_id: string });
     },

@@ -240,6 +240,17 @@ async function failedEvent(sql: Sql, c: Claim, attempts: number, o: Outcome): Pr
 const MOCK_EVENTS = [...new Set(SCENARIOS.map((s) => s.event))];
 
 /**
+ * A replay's admission (outbox.ts replayDelivery): a mock event that is not pending becomes
+ * pending again, so it counts against the sandbox bound as a new trigger does; a real event, or
+ * one already pending, is not bounded here.
+ */
+export function mockReplayAdmission(orgId: string, max: number): (sql: Sql, delivery: { readonly event: string; readonly status: string }) => Promise<void> {
+  return async (sql, d) => {
+    if (d.status !== 'pending' && MOCK_EVENTS.includes(d.event)) await assertMockRoom(sql, orgId, max);
+  };
+}
+
+/**
  * The sandbox bound: an organization may have at most `max` mock-event deliveries pending. Past
  * it, 429 rate_limited with Retry-After (when its soonest pending one is due, 1 to 60 s).
  */

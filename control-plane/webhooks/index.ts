@@ -27,5 +27,5 @@ export {
   type Environment,
 } from './outbox.js';
 export { generateSecret, SECRET_PATTERN, serviceSignature, signedHeaders, standardSignature, standardWebhooksSecret } from './signing.js';
-export { assertMockRoom, claimDue, holdClaim, jittered, recordAttempt, releaseClaims, releaseLeftLeases, type Claim, type ClaimOptions, type Outcome, type Recorded } from './claims.js';
+export { assertMockRoom, claimDue, mockReplayAdmission, holdClaim, jittered, recordAttempt, releaseClaims, releaseLeftLeases, type Claim, type ClaimOptions, type Outcome, type Recorded } from './claims.js';
 export { DeliveryWorker, parseRetryAfter, type WorkerOptions } from './worker.js';

@@ -338,13 +338,23 @@ export async function getDelivery(store: Store, orgId: string, id: string): Prom
  * Send a delivery again, same id and same bytes, with a fresh retry budget: it becomes due now.
  * Refused (409) while one of its attempts is in flight.
  */
-export async function replayDelivery(store: Store, orgId: string, id: string): Promise<Record<string, unknown>> {
+/**
+ * Send a delivery again. `admit` may refuse it (by throwing) in the same transaction, before it
+ * is pending again: the sandbox's bound on pending mock events (claims.ts assertMockRoom).
+ */
+export async function replayDelivery(
+  store: Store,
+  orgId: string,
+  id: string,
+  admit?: (sql: Sql, delivery: { readonly event: string; readonly status: string }) => Promise<void>,
+): Promise<Record<string, unknown>> {
   return store.tx(async (sql) => {
-    const [row] = await sql.query<{ status: string; lease_until: Date | null }>('SELECT status, lease_until FROM webhook_deliveries WHERE id = $1 AND org_id = $2 FOR UPDATE', [id, orgId]);
+    const [row] = await sql.query<{ status: string; event: string; lease_until: Date | null }>('SELECT status, event, lease_until FROM webhook_deliveries WHERE id = $1 AND org_id = $2 FOR UPDATE', [id, orgId]);
     if (!row) throw new ApiError('not_found', `delivery ${JSON.stringify(id)} not found; list yours with GET /v1/webhooks/deliveries`);
     if (row.lease_until && new Date(row.lease_until).getTime() > Date.now()) {
       throw new ApiError('conflict', `delivery ${id} has an attempt in flight; replay it when that attempt has finished`);
     }
+    await admit?.(sql, row);
     const now = new Date().toISOString();
     await sql.query(
       `UPDATE webhook_deliveries SET status = 'pending', run_attempts = 0, next_attempt_at = $2, completed_at = NULL, held_since = NULL WHERE id = $1`,

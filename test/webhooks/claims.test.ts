@@ -9,7 +9,7 @@ import fs from 'node:fs/promises';
 import t from 'tap';
 import { ApiError } from '../../control-plane/errors.js';
 import { openStore, type Store } from '../../control-plane/store/index.js';
-import { assertMockRoom, claimDue, holdClaim, recordAttempt, releaseClaims, type Claim, type Outcome } from '../../control-plane/webhooks/index.js';
+import { assertMockRoom, claimDue, holdClaim, mockReplayAdmission, recordAttempt, releaseClaims, replayDelivery, type Claim, type Outcome } from '../../control-plane/webhooks/index.js';
 import { freshDatabase, realPostgresAvailable, storeTemplate, tempDir } from '../helpers/server.js';
 
 interface Engine {
@@ -247,6 +247,24 @@ for (const engine of await engines()) {
       await t.resolves(a.tx((sql) => assertMockRoom(sql, 'org_m', 4, at(0))), 'room again once one is delivered');
       await org(a, 'org_n');
       await t.resolves(a.tx((sql) => assertMockRoom(sql, 'org_n', 1, at(0))), "another organization's count is its own");
+    });
+
+    t.test('a replayed mock event counts against that bound again (it becomes pending)', async (t) => {
+      // noted in review: failed mock deliveries replayed all at once were pending past the bound
+      const { a } = await fresh();
+      await org(a, 'org_r');
+      const mocks = await backlog(a, 'org_r', 3, 0, 'adt.admission');
+      const [real] = await backlog(a, 'org_r', 1, 0, 'connection.created');
+      await a.query(`UPDATE webhook_deliveries SET status = 'failed' WHERE org_id = 'org_r'`);
+      const replay = (id: string) => replayDelivery(a, 'org_r', id, mockReplayAdmission('org_r', 2)).then(() => 'replayed', (e: unknown) => e);
+      t.equal(await replay(mocks[0]!), 'replayed');
+      t.equal(await replay(mocks[1]!), 'replayed', 'two pending: the bound of 2 reached');
+      const refused = await replay(mocks[2]!);
+      t.ok(refused instanceof ApiError && refused.status === 429, String(refused));
+      t.match((refused as ApiError).details, { reason: 'mock_events_pending', pending_limit: 2 });
+      t.equal((await row(a, mocks[2]!)).status, 'failed', 'the refused one stays as it was');
+      t.equal(await replay(real!), 'replayed', 'a real event is not bounded by the sandbox');
+      t.equal(await replay(mocks[0]!), 'replayed', 'one already pending is sent again without counting twice');
     });
   });
 }
