@@ -20,6 +20,15 @@ export interface ControlPlaneProcess {
 }
 
 /**
+ * What a test's child control plane usually starts with: its data dir, ports chosen by the
+ * system, logs at info (the listening address is read from them), the rate limits out of the
+ * way and one demo worker.
+ */
+export function childEnv(dataDir: string): Record<string, string> {
+  return { SVC_DATA_DIR: dataDir, PORT: '0', SVC_TUNNEL_PORT: '0', LOG_LEVEL: 'info', SVC_RATE_LIMIT: '100000', SVC_SIGNUP_RATE_LIMIT: '100000', SVC_DEMO_WORKERS: '1' };
+}
+
+/**
  * Starts it with `env` on top of this process's environment, with npm start's allocator options
  * (package.json "start": MALLOC_ARENA_MAX=2 unless set, --max-semi-space-size=4); resolves once it
  * listens. With `--liftoff-only` too, as the test processes themselves (package.json "tap"): the

@@ -1,10 +1,13 @@
 /**
  * A real webhook receiver on port 0 that verifies both signature schemes on its own, with
- * node:crypto only (no code of ours), the way a customer's receiver would.
+ * node:crypto only (no code of ours), the way a customer's receiver would. Plain HTTP, or HTTPS
+ * when started with a key and certificate (it then records each handshake's SNI).
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
+import https from 'node:https';
 import type { AddressInfo } from 'node:net';
+import type { TLSSocket } from 'node:tls';
 
 export interface Received {
   readonly at: number;
@@ -16,6 +19,8 @@ export interface Received {
   readonly serviceOk: boolean;
   /** webhook-signature verified with the whsec_ form of the secret, as a Standard Webhooks library does */
   readonly standardOk: boolean;
+  /** HTTPS: the server name the sender asked for (SNI), false when it sent none; undefined over plain HTTP */
+  readonly servername: string | false | null | undefined;
 }
 
 export interface Answer {
@@ -62,12 +67,16 @@ export class Receiver {
   /** requests received and not yet answered, now and at most */
   open = 0;
   maxOpen = 0;
+  /** TCP connections accepted, whether or not a request (or a TLS handshake) followed */
+  connections = 0;
+  /** HTTPS: the SNI of every completed handshake (false: none sent) */
+  readonly handshakes: Array<string | false | null> = [];
   private waiters: Array<() => void> = [];
-  private readonly server: http.Server;
+  private readonly server: http.Server | https.Server;
   url = '';
 
-  private constructor() {
-    this.server = http.createServer((req, res) => {
+  private constructor(tls?: https.ServerOptions) {
+    const onRequest = (req: http.IncomingMessage, res: http.ServerResponse): void => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
@@ -80,6 +89,7 @@ export class Receiver {
           deliveryId: String(req.headers['x-service-delivery-id']),
           serviceOk: verifyService(this.secret, raw, req.headers['x-service-signature'] as string | undefined),
           standardOk: verifyStandard(this.whsec, raw, req.headers),
+          servername: tls ? (req.socket as TLSSocket).servername : undefined,
         };
         this.received.push(r);
         this.open++;
@@ -102,14 +112,22 @@ export class Receiver {
         if (a.gate) void a.gate.then(later, later);
         else later();
       });
-    });
+    };
+    this.server = tls ? https.createServer(tls, onRequest) : http.createServer(onRequest);
+    this.server.on('connection', () => this.connections++);
+    if (tls) this.server.on('secureConnection', (socket: TLSSocket) => this.handshakes.push(socket.servername));
   }
 
-  static async start(): Promise<Receiver> {
-    const r = new Receiver();
+  /** plain HTTP; with `tls` (at least `key` and `cert`), HTTPS. `url` names 127.0.0.1 either way. */
+  static async start(tls?: https.ServerOptions): Promise<Receiver> {
+    const r = new Receiver(tls);
     await new Promise<void>((resolve) => r.server.listen(0, '127.0.0.1', resolve));
-    r.url = `http://127.0.0.1:${(r.server.address() as AddressInfo).port}/hook`;
+    r.url = `${tls ? 'https' : 'http'}://127.0.0.1:${r.port}/hook`;
     return r;
+  }
+
+  get port(): number {
+    return (this.server.address() as AddressInfo).port;
   }
 
   of(deliveryId: string): Received[] {
