@@ -320,6 +320,27 @@ export interface GuardedResponse {
   readonly remoteAddress: string | undefined;
 }
 
+/**
+ * The certificate verification codes Node reports (OpenSSL's X509_V_ERR_* names without the
+ * prefix) that the pattern in guardedRequest does not catch by name: UNABLE_TO_VERIFY_LEAF_SIGNATURE
+ * is what a certificate from an unknown CA, sent without its chain, fails with
+ * (test/webhooks/tls-receiver.test.ts).
+ */
+const X509_VERIFY_CODES: ReadonlySet<string> = new Set([
+  'UNABLE_TO_GET_CRL',
+  'UNABLE_TO_DECRYPT_CRL_SIGNATURE',
+  'UNABLE_TO_DECODE_ISSUER_PUBLIC_KEY',
+  'CRL_SIGNATURE_FAILURE',
+  'CRL_NOT_YET_VALID',
+  'CRL_HAS_EXPIRED',
+  'ERROR_IN_CRL_LAST_UPDATE_FIELD',
+  'ERROR_IN_CRL_NEXT_UPDATE_FIELD',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'INVALID_CA',
+  'PATH_LENGTH_EXCEEDED',
+  'INVALID_PURPOSE',
+]);
+
 /** One request, never following redirects, to a checked address, under one deadline. */
 export async function guardedRequest(url: string | URL, options: GuardedRequestOptions = {}): Promise<GuardedResponse> {
   const u = checkUrl(url, options);
@@ -356,7 +377,7 @@ export async function guardedRequest(url: string | URL, options: GuardedRequestO
 
     req.on('error', (err: NodeJS.ErrnoException) => {
       if (err instanceof NetError) return finish(err);
-      const tlsLike = typeof err.code === 'string' && /CERT|SSL|TLS|SELF_SIGNED|HOSTNAME/.test(err.code);
+      const tlsLike = typeof err.code === 'string' && (/CERT|SSL|TLS|SELF_SIGNED|HOSTNAME/.test(err.code) || X509_VERIFY_CODES.has(err.code));
       // "connect ECONNREFUSED <address>:<port>": a host name's resolved address stays out of the message
       const address = (err as NodeJS.ErrnoException & { address?: unknown }).address;
       const message = typeof address === 'string' && address !== '' && net.isIP(u.hostname.replace(/^\[|\]$/g, '')) === 0 ? err.message.split(address).join(u.hostname) : err.message;
