@@ -17,6 +17,7 @@ import { loadMasterKey, seal } from '../../control-plane/secrets/index.js';
 import { childEnv, dataDirWithDemo, exitOf, startControlPlane, type ControlPlaneProcess } from '../helpers/control-plane-process.js';
 import { api, signupAgent, startServer, type Agent } from '../helpers/server.js';
 import type { TapTest } from '../helpers/tap.js';
+import { forgeLeaf, rsaKeyPem } from '../pki/fixtures/forge-helpers.js';
 import { Receiver } from './receiver.js';
 
 interface Attempt {
@@ -54,6 +55,19 @@ async function tlsReceiver(t: TapTest, ca: Ca, names: { dnsNames?: string[]; ipA
   const rx = await Receiver.start({ key: base.key, cert: chain ? leaf.certPem + ca.certPem : base.cert, minVersion: base.minVersion, requestCert: false, rejectUnauthorized: false });
   t.teardown(() => rx.close());
   return rx;
+}
+
+/** a server certificate for localhost signed with its own key (its issuer is its subject), and that key */
+function selfSignedLocalhost(): { key: string; cert: string } {
+  const key = rsaKeyPem(2048);
+  const subject = [{ name: 'commonName', value: 'localhost' }];
+  const extensions = [
+    { name: 'keyUsage', digitalSignature: true, keyEncipherment: true, critical: true },
+    { name: 'extKeyUsage', serverAuth: true },
+    { name: 'subjectAltName', altNames: [{ type: 2, value: 'localhost' }] },
+  ];
+  const named = forgeLeaf({ issuerKeyPem: key, issuerCertPem: trusted.certPem, subjectKeyPem: key, subject, extensions });
+  return { key, cert: forgeLeaf({ issuerKeyPem: key, issuerCertPem: named, subjectKeyPem: key, subject, extensions }) };
 }
 
 /** `rx` as the organization's receiver at `url` (default: its own, by the name localhost); the receiver learns the secret */
@@ -133,9 +147,9 @@ t.test('a receiver whose certificate chains to a CA trusted through NODE_EXTRA_C
   t.equal((await deliveryWhen(cp.url, agent, byIp, (x) => x.status !== 'pending')).status, 'delivered');
 });
 
-t.test('a receiver with a certificate from an unknown CA is not delivered to: a tls failure, retried on schedule; fixing the URL and replaying delivers', async (t) => {
+t.test('a receiver with a certificate from an unknown CA, or self-signed, is not delivered to: a tls failure, retried on schedule; fixing the URL and replaying delivers', async (t) => {
   const agent = await signupAgent(cp.url, 'TLS Unknown CA Co');
-  // the leaf alone (the usual "unable to verify the first certificate"), then leaf + its self-signed root
+  // the leaf alone (the usual "unable to verify the first certificate"), then leaf + its self-signed root, then a self-signed certificate
   const leafOnly = await tlsReceiver(t, unknown, { dnsNames: ['localhost'] });
   const withRoot = await tlsReceiver(t, unknown, { dnsNames: ['localhost'] }, true);
   await useReceiver(t, cp.url, agent, leafOnly);
@@ -160,6 +174,15 @@ t.test('a receiver with a certificate from an unknown CA is not delivered to: a 
   t.equal(second.status, 'pending');
   t.equal(withRoot.received.length, 0, 'no request reached it either');
 
+  // a self-signed server certificate for localhost
+  const selfSigned = await Receiver.start(selfSignedLocalhost());
+  t.teardown(() => selfSigned.close());
+  await useReceiver(t, cp.url, agent, selfSigned);
+  t.equal((await api(cp.url, 'POST', `/v1/webhooks/deliveries/${id}/replay`, { key: agent.key })).status, 202);
+  const third = await deliveryWhen(cp.url, agent, id, attempted(3));
+  t.match(third.attempts[2], { attempt: 3, kind: 'replay', status_code: null, error_class: 'tls', error: /DEPTH_ZERO_SELF_SIGNED_CERT/ });
+  t.equal(selfSigned.received.length, 0, 'nor this one');
+
   // nothing else broken: with a trusted receiver configured, the same delivery arrives on replay
   const good = await tlsReceiver(t, trusted, { dnsNames: ['localhost'] });
   await useReceiver(t, cp.url, agent, good);
@@ -168,7 +191,7 @@ t.test('a receiver with a certificate from an unknown CA is not delivered to: a 
   t.ok(good.of(id)[0]!.serviceOk && good.of(id)[0]!.standardOk, 'the same delivery id arrives signed');
   const done = await deliveryWhen(cp.url, agent, id, (x) => x.status !== 'pending');
   t.equal(done.status, 'delivered');
-  t.match(done.attempts[2], { attempt: 3, kind: 'replay', status_code: 200, error_class: null });
+  t.match(done.attempts[3], { attempt: 4, kind: 'replay', status_code: 200, error_class: null });
   t.equal(cp.child.exitCode, null, 'the control plane is still running');
 });
 
