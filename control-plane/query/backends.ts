@@ -295,12 +295,20 @@ export class ConnectorBackend implements Backend {
 
   /** `work` with the organization's credential, opened only now, under the deadline and the shutdown. */
   private async withCredential<T>(connector: LiveConnector, ctx: DescribeContext, work: (live: LiveRunContext) => Promise<T>): Promise<T> {
-    // never logged, never in an error or audit event
-    const credential = await this.credentials.resolve(ctx.orgId, connector.credentialKind);
+    // taken before the credential is read: replaced or deleted from now on, the work is stopped
+    const use = this.live.use(ctx.orgId, connector.credentialKind);
+    let credential: LiveRunContext['credential'];
+    try {
+      // never logged, never in an error or audit event
+      credential = await this.credentials.resolve(ctx.orgId, connector.credentialKind);
+    } catch (err) {
+      use.release();
+      throw err;
+    }
     const deadline = new AbortController();
     // a backstop past the connector's own deadline: answered as that deadline (query/errors.ts abortAnswer)
     const timer = setTimeout(() => deadline.abort(new ApiError('query_timeout', `the statement ran past its ${ctx.limits.timeoutMs} ms deadline and was stopped`)), ctx.limits.timeoutMs + 1000);
-    const stop = untilShutdown(AbortSignal.any([deadline.signal, ctx.signal]), this.shutdown);
+    const stop = untilShutdown(AbortSignal.any([deadline.signal, ctx.signal, use.signal]), this.shutdown);
     try {
       return await work({ orgId: ctx.orgId, connectionId: ctx.connectionId, scopes: ctx.scopes, credential, limits: ctx.limits, signal: stop.signal });
     } catch (err) {
@@ -312,6 +320,7 @@ export class ConnectorBackend implements Backend {
     } finally {
       clearTimeout(timer);
       stop.release();
+      use.release();
     }
   }
 }

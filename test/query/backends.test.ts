@@ -9,7 +9,7 @@ import { Catalogue, parseScopes } from '../../control-plane/catalogue/index.js';
 import type { CredentialStore } from '../../control-plane/credentials/index.js';
 import { ApiError } from '../../control-plane/errors.js';
 import { loadConfig } from '../../control-plane/config.js';
-import { liveRegistry, type LiveRegistry } from '../../control-plane/live/index.js';
+import { LiveRegistry, liveRegistry } from '../../control-plane/live/index.js';
 import type { LiveConnector } from '../../control-plane/live/types.js';
 import { EnginePool } from '../../control-plane/live/rest/index.js';
 import { ConnectorBackend, type RunContext } from '../../control-plane/query/backends.js';
@@ -59,7 +59,7 @@ t.test("a live statement stopped by the backstop deadline is query_timeout, by t
     forget: () => undefined,
     close: () => undefined,
   };
-  const live = { connector: () => stuck } as unknown as LiveRegistry;
+  const live = new LiveRegistry([stuck], []);
   const credentials = { resolve: async () => ({ kind: 'postgres', secret: 'postgres://u:p@db.example/x', options: {} }) } as unknown as CredentialStore;
   const ctx = (signal: AbortSignal): RunContext => ({ orgId: 'org', connectionId: 'conn', scopes, limits: { timeoutMs: 100, maxRows: 10, maxBytes: 1000 }, signal, trial: true });
 
@@ -67,6 +67,22 @@ t.test("a live statement stopped by the backstop deadline is query_timeout, by t
   const backend = new ConnectorBackend(live, credentials, shutdown.signal);
   const q = await backend.prepare('SELECT 1', scopes, target, { tenant: 'org' });
   await t.rejects(backend.run(q, ctx(new AbortController().signal)), { code: 'query_timeout', status: 504 }, 'the backstop past the deadline: query_timeout, not a plain Error the query path answered 500');
+
+  // the organization's credential replaced or deleted while it runs: stopped, 503 credential_changed;
+  // another organization's, or another kind, leaves it running
+  const changed = backend.run(q, ctx(new AbortController().signal));
+  let ended = false;
+  changed.then(
+    () => (ended = true),
+    () => (ended = true),
+  );
+  await new Promise((r) => setImmediate(r)); // it runs: its credential was read
+  live.forget('org_other', 'postgres');
+  live.forget('org', 'mysql');
+  await new Promise((r) => setImmediate(r));
+  t.notOk(ended, "another organization's credential, or another kind, changed: still running");
+  live.forget('org', 'postgres');
+  await t.rejects(changed, { code: 'service_unavailable', status: 503, details: { reason: 'credential_changed', connector_kind: 'postgres' } }, 'the credential changed: its 503');
 
   const running = backend.run(q, ctx(new AbortController().signal));
   shutdown.abort(shutdownStop());
