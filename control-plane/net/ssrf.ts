@@ -324,7 +324,9 @@ export interface GuardedResponse {
  * The certificate verification codes Node reports (OpenSSL's X509_V_ERR_* names without the
  * prefix) that the pattern in guardedRequest does not catch by name: UNABLE_TO_VERIFY_LEAF_SIGNATURE
  * is what a certificate from an unknown CA, sent without its chain, fails with
- * (test/webhooks/tls-receiver.test.ts).
+ * (test/webhooks/tls-receiver.test.ts). UNSPECIFIED is Node's code for every verification failure
+ * it does not name (a CA whose keyUsage lacks keyCertSign, a name-constraint violation:
+ * test/webhooks/ssrf.test.ts).
  */
 const X509_VERIFY_CODES: ReadonlySet<string> = new Set([
   'UNABLE_TO_GET_CRL',
@@ -339,6 +341,7 @@ const X509_VERIFY_CODES: ReadonlySet<string> = new Set([
   'INVALID_CA',
   'PATH_LENGTH_EXCEEDED',
   'INVALID_PURPOSE',
+  'UNSPECIFIED',
 ]);
 
 /** One request, never following redirects, to a checked address, under one deadline. */

@@ -1,8 +1,11 @@
 /** The outbound guard (control-plane/net): address classes, URL rules, checks at connect time, no redirects. */
 import http from 'node:http';
+import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import t from 'tap';
 import { assertPublicUrl, checkUrl, guardedFetch, guardedLookup, guardedRequest, isForbiddenAddress, NetError } from '../../control-plane/net/index.js';
+import { createCa, issueServerCertificate } from '../../pki/index.js';
+import { forgeLeaf, rsaKeyPem } from '../pki/fixtures/forge-helpers.js';
 
 const code = (err: unknown): string | undefined => (err instanceof NetError ? err.code : undefined);
 
@@ -139,4 +142,49 @@ t.test('real requests: refused before any byte, redirects returned not followed,
   t.equal(f.status, 302);
   t.equal(f.headers.get('location'), '/elsewhere');
   t.equal(await refusal(guardedRequest(`http://127.0.0.1:1/`, { allowPrivate: true })), 'NET_ERR_CONNECT');
+});
+
+/**
+ * Node names only some of OpenSSL's certificate verification failures; every other one (a CA
+ * whose keyUsage lacks keyCertSign, a name-constraint violation, …) comes with the code
+ * UNSPECIFIED. Read in review: that code was taken for a connection failure (NET_ERR_CONNECT),
+ * which a REST connector retries (control-plane/live/rest/http.ts) and a webhook attempt records
+ * as error_class connection (control-plane/webhooks/worker.ts), though no retry can fix it.
+ */
+t.test('a certificate failing verification with a code Node does not name (UNSPECIFIED) is NET_ERR_TLS', async (t) => {
+  const key = rsaKeyPem(2048);
+  const subject = [{ name: 'commonName', value: 'a CA that may not sign certificates' }];
+  const caExtensions = [
+    { name: 'basicConstraints', cA: true, critical: true },
+    { name: 'keyUsage', digitalSignature: true, critical: true }, // no keyCertSign
+  ];
+  // forgeLeaf takes the issuer's name from a certificate: one naming the CA first, then the CA signed by its own key
+  const named = forgeLeaf({ issuerKeyPem: key, issuerCertPem: createCa({ keyBits: 2048 }).certPem, subjectKeyPem: key, subject, extensions: caExtensions });
+  const caPem = forgeLeaf({ issuerKeyPem: key, issuerCertPem: named, subjectKeyPem: key, subject, extensions: caExtensions });
+  const leafKey = rsaKeyPem(2048);
+  const leaf = forgeLeaf({
+    issuerKeyPem: key,
+    issuerCertPem: caPem,
+    subjectKeyPem: leafKey,
+    subject: [{ name: 'commonName', value: '127.0.0.1' }],
+    extensions: [
+      { name: 'keyUsage', digitalSignature: true, keyEncipherment: true, critical: true },
+      { name: 'extKeyUsage', serverAuth: true },
+      { name: 'subjectAltName', altNames: [{ type: 7, ip: '127.0.0.1' }] },
+    ],
+  });
+  const good = createCa({ keyBits: 2048 });
+  const goodLeaf = issueServerCertificate(good, { ipAddresses: ['127.0.0.1'] });
+  const listen = async (o: https.ServerOptions): Promise<number> => {
+    const server = https.createServer(o, (_req, res) => res.end('ok'));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    t.teardown(() => server.close());
+    return (server.address() as AddressInfo).port;
+  };
+  const ok = await guardedRequest(`https://127.0.0.1:${await listen({ key: goodLeaf.keyPem, cert: goodLeaf.certPem })}/`, { allowPrivate: true, tls: { ca: good.certPem } });
+  t.equal(ok.status, 200, 'a certificate of a CA that may sign is accepted (the server and the request are sound)');
+  let failure: unknown;
+  await guardedRequest(`https://127.0.0.1:${await listen({ key: leafKey, cert: leaf })}/`, { allowPrivate: true, tls: { ca: caPem } }).catch((err: unknown) => (failure = err));
+  t.match((failure as Error | undefined)?.message, /UNSPECIFIED|key usage/, 'refused at verification');
+  t.equal(code(failure), 'NET_ERR_TLS');
 });
