@@ -12,23 +12,12 @@
  * handshake completed, the SNI name the client sent, and whether any byte reached the database.
  */
 import net from 'node:net';
-import tls from 'node:tls';
+import { frontServer, newSession, serveTls, type FrontSession, type ServerCert } from './tls-front.js';
 import type { TapTest } from './tap.js';
 
-const SSL_REQUEST_CODE = 80877103;
+export type { FrontSession } from './tls-front.js';
 
-export interface FrontSession {
-  /** the client's first message was an SSLRequest */
-  sslRequest: boolean;
-  /** the TLS handshake completed */
-  tls: boolean;
-  /** the SNI name the client sent (false: none), once the handshake completed */
-  servername: string | false | undefined;
-  /** the handshake's error, where it failed */
-  tlsError: string | undefined;
-  /** bytes of this connection reached the database (a startup message, in plaintext or decrypted) */
-  forwarded: boolean;
-}
+const SSL_REQUEST_CODE = 80877103;
 
 export interface TlsPostgresFront {
   readonly port: number;
@@ -36,7 +25,7 @@ export interface TlsPostgresFront {
 }
 
 export type FrontOptions =
-  | { readonly tls: true; readonly cert: { readonly keyPem: string; readonly certPem: string }; readonly plaintext?: 'pass' | 'refuse' }
+  | { readonly tls: true; readonly cert: ServerCert; readonly plaintext?: 'pass' | 'refuse' }
   | { readonly tls: false };
 
 /** An ErrorResponse as PostgreSQL sends it to a plaintext client that only hostssl lines admit. */
@@ -56,32 +45,22 @@ function noEncryptionError(): Buffer {
 
 export async function tlsPostgresFront(t: TapTest, upstream: { readonly host: string; readonly port: number }, o: FrontOptions): Promise<TlsPostgresFront> {
   const sessions: FrontSession[] = [];
-  const sockets = new Set<net.Socket>();
-  const keep = (s: net.Socket): net.Socket => {
-    sockets.add(s);
-    s.on('error', () => undefined);
-    s.on('close', () => sockets.delete(s));
-    return s;
-  };
-
-  /** pipes `client` to a new connection to the database once it sends something (`first`: bytes already read from it) */
-  const passOn = (session: FrontSession, client: net.Socket, first: Buffer): void => {
-    const open = (data: Buffer): void => {
-      session.forwarded = true;
-      const up = keep(net.connect(upstream.port, upstream.host));
-      up.write(data);
-      client.pipe(up);
-      up.pipe(client);
-      client.on('close', () => up.destroy());
-      up.on('close', () => client.destroy());
+  const port = await frontServer(t, (raw, keep) => {
+    /** pipes `client` to a new connection to the database once it sends something (`first`: bytes already read from it) */
+    const passOn = (session: FrontSession, client: net.Socket, first: Buffer): void => {
+      const open = (data: Buffer): void => {
+        session.forwarded = true;
+        const up = keep(net.connect(upstream.port, upstream.host));
+        up.write(data);
+        client.pipe(up);
+        up.pipe(client);
+        client.on('close', () => up.destroy());
+        up.on('close', () => client.destroy());
+      };
+      if (first.length > 0) open(first);
+      else client.once('data', open);
     };
-    if (first.length > 0) open(first);
-    else client.once('data', open);
-  };
-
-  const server = net.createServer((raw) => {
-    keep(raw);
-    const session: FrontSession = { sslRequest: false, tls: false, servername: undefined, tlsError: undefined, forwarded: false };
+    const session = newSession();
     sessions.push(session);
     let buf = Buffer.alloc(0);
     const onData = (d: Buffer): void => {
@@ -100,24 +79,9 @@ export async function tlsPostgresFront(t: TapTest, upstream: { readonly host: st
         return passOn(session, raw, rest);
       }
       raw.write('S');
-      const secure = new tls.TLSSocket(raw, { isServer: true, key: o.cert.keyPem, cert: o.cert.certPem });
-      keep(secure);
-      secure.on('error', (err: Error) => {
-        session.tlsError ??= err.message;
-        raw.destroy();
-      });
-      secure.once('secure', () => {
-        session.tls = true;
-        session.servername = secure.servername ?? false;
-        passOn(session, secure, Buffer.alloc(0));
-      });
+      serveTls(raw, o.cert, session, keep, (secure) => passOn(session, secure, Buffer.alloc(0)));
     };
     raw.on('data', onData);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => {
-    for (const s of sockets) s.destroy();
-    return new Promise<void>((resolve) => server.close(() => resolve()));
-  });
-  return { port: (server.address() as net.AddressInfo).port, sessions };
+  return { port, sessions };
 }
