@@ -76,6 +76,8 @@ interface MysqlErrorLike {
 }
 
 const REJECTED = new Set([1044, 1045, 1049, 1698, 1130, 1251]);
+/** mysql2's codes for a failed TLS upgrade: the server offers no TLS, the handshake or the certificate failed */
+const TLS_FAILED = new Set(['HANDSHAKE_NO_SSL_SUPPORT', 'HANDSHAKE_SSL_ERROR']);
 const DENIED = new Set([1142, 1143, 1227, 1792, 1370]);
 const INTERRUPTED = new Set([1317, 1969, 3024, 1028]);
 
@@ -367,7 +369,8 @@ async function connect(o: ConnectionOptions, secret: string, url: DatabaseUrl): 
     c.destroy();
     const e = err as MysqlErrorLike;
     if (e.errno !== undefined && REJECTED.has(e.errno)) return Promise.reject(credentialRejected('mysql', scrub(e.sqlMessage ?? e.message ?? '', secret, url)));
-    if (/SSL|TLS|certificate|self.signed/i.test(e.message ?? '')) {
+    // a server that offers no TLS (HANDSHAKE_NO_SSL_SUPPORT: its message names neither SSL nor TLS) is a TLS refusal too, not an unreachable server
+    if ((e.code !== undefined && TLS_FAILED.has(e.code)) || /SSL|TLS|certificate|self.signed/i.test(e.message ?? '')) {
       return Promise.reject(
         new ApiError('invalid_request', `TLS to the mysql server failed: ${scrub(e.message ?? '', secret, url)}; check sslmode / ca of the registered credential`, {
           reason: 'credential_rejected',
