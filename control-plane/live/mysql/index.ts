@@ -66,6 +66,19 @@ function tlsFor(o: DatabaseOptions): SslOptions | undefined {
   }
 }
 
+/**
+ * `socket` (opened to the checked address) to have its certificate checked against `host`, the
+ * URL's host. For a host name mysql2 gives Node's TLS the name as servername, and the name is
+ * checked. For an IP address it gives none (no SNI to an address), and Node then checks against
+ * the socket's `_host`, which it sets only when it looked a name up: null for a socket opened to
+ * an address, so the certificate was checked against "localhost" (test/live/mysql-tls.test.ts:
+ * one for 127.0.0.1 refused, one naming only localhost accepted). Set, it is the URL's host.
+ */
+function checkedAs(host: string, socket: net.Socket): net.Socket {
+  (socket as net.Socket & { _host: string | null })._host = host;
+  return socket;
+}
+
 interface MysqlErrorLike {
   code?: string;
   errno?: number;
@@ -175,7 +188,7 @@ export class MysqlConnector implements LiveConnector {
       // the driver is given the name (its TLS servername and identity check) and a socket already
       // opened to the checked address: its own lookup of the name, which a rebinding DNS could
       // answer with a private or metadata address, never happens
-      ...(opts.sslmode === 'verify-full' ? { host: url.host, stream: () => net.connect({ host: address, port: url.port, noDelay: true }) } : { host: address }),
+      ...(opts.sslmode === 'verify-full' ? { host: url.host, stream: () => checkedAs(url.host, net.connect({ host: address, port: url.port, noDelay: true })) } : { host: address }),
       port: url.port,
       user: url.user,
       password: url.password,
