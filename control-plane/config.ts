@@ -77,7 +77,7 @@ export interface Config {
   readonly webhookTimeoutMs: number;
   /** webhook attempts in flight at once per organization, across replicas (SVC_WEBHOOK_ORG_CONCURRENCY, default 4) */
   readonly webhookOrgConcurrency: number;
-  /** mock-event deliveries an organization may have pending before trigger-mock-event answers 429 (SVC_WEBHOOK_MOCK_PENDING_MAX, default 100) */
+  /** mock-event deliveries an organization may have pending before trigger-mock-event (or a replay of a mock event) answers 429 (SVC_WEBHOOK_MOCK_PENDING_MAX, default 100) */
   readonly webhookMockPendingMax: number;
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   /** validity of relay client certificates, days (fractional: SVC_RELAY_CERT_VALIDITY, else SVC_RELAY_CERT_DAYS) */

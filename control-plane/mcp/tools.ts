@@ -302,7 +302,7 @@ export const TOOLS: readonly ToolSpec[] = [
   {
     name: 'replay_webhook_delivery',
     title: 'Replay a webhook delivery',
-    description: 'Send a delivery again with the same delivery id and signed body (POST /v1/webhooks/deliveries/{delivery_id}/replay).',
+    description: 'Send a delivery again with the same delivery id and signed body (POST /v1/webhooks/deliveries/{delivery_id}/replay). A mock event counts against the pending mock-event limit again: past it, rate_limited with retry_after_seconds.',
     input: { delivery_id: Id('the delivery id (X-Service-Delivery-Id)') },
     readOnly: false,
     operation: 'POST /v1/webhooks/deliveries/{delivery_id}/replay',

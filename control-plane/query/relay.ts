@@ -130,6 +130,9 @@ export async function runOnRelay(
       { relay_id: relayId, reason: 'relay_outdated', relay_version: live.version, lacking },
     );
   }
+  // stopped before it was sent (the asking replica or the agent gone, a revocation, the shutdown):
+  // never sent, so never started
+  if (signal?.aborted) throw isApiError(signal.reason) ? signal.reason : new ApiError('relay_unavailable', `the statement was stopped before it was sent to relay ${relayId}; nothing ran`, { relay_id: relayId });
   let stream: QueryStream;
   try {
     stream = live.session.openStream({ statement: sql, limits: { maxRows: limits.maxRows + 1, maxBytes: limits.maxBytes }, timeoutMs: limits.timeoutMs });

@@ -201,7 +201,8 @@ export class RelayForwarder {
           started = true;
           onStart?.();
         };
-        if (res.headers[FORWARD_START_HEADER] !== '1') start(); // an older holder: as soon as it answers
+        // an older holder: as soon as it answers 200 (its refusals before running, 4xx, never ran it)
+        if (res.statusCode === 200 && res.headers[FORWARD_START_HEADER] !== '1') start();
         res.on('data', (c: Buffer) => {
           alive();
           if (!started && c.includes(0x0a)) start();

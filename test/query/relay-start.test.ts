@@ -24,21 +24,23 @@ const scopes = parseScopes(target, ['relay:rly_start', 'read:public.orders']);
 const statement: PreparedStatement = { sql: 'SELECT id FROM public.orders', tables: ['public.orders'], rowFilters: { 'public.orders': null }, tablesAllowed: ['public.orders'], plan: undefined };
 
 /** a tunnel of relay rly_start in `registry`, the relay offering `features` and answering each statement with its text */
-async function tunnel(t: TapTest, registry: TunnelRegistry, features: string[]): Promise<void> {
+async function tunnel(t: TapTest, registry: TunnelRegistry, features: string[]): Promise<{ readonly streams: () => number }> {
   const [a, b] = memoryTransportPair();
   const server = new Session(a, { role: 'server', pingIntervalMs: 0, features: [...RELAY_FEATURES] });
   const relay = new Session(b, { role: 'client', pingIntervalMs: 0, features });
-  relay.onStream(echo);
+  let streams = 0;
+  relay.onStream((q) => (streams++, echo(q)));
   await Promise.all([server.ready, relay.ready]);
   registry.add({ relayId: 'rly_start', orgId: 'org_x', serial: 's', session: server, connectedAt: new Date(), version: 'svc-relay/test', terminate: () => server.close() });
   t.teardown(() => {
     server.close();
     relay.close();
   });
+  return { streams: () => streams };
 }
 
 /** runs the statement on `registry`'s tunnels; how many times it was said to start, and when */
-async function run(registry: TunnelRegistry): Promise<{ starts: number; startedBeforeAnswer: boolean; outcome: unknown }> {
+async function run(registry: TunnelRegistry, signal = new AbortController().signal): Promise<{ starts: number; startedBeforeAnswer: boolean; outcome: unknown }> {
   const backend = new RelayBackend(registry, {} as PolicyChecks); // prepare is not called: the statement is already checked
   let starts = 0;
   let answered = false;
@@ -48,7 +50,7 @@ async function run(registry: TunnelRegistry): Promise<{ starts: number; startedB
     connectionId: 'conn_x',
     scopes,
     limits: { timeoutMs: 10_000, maxRows: 10, maxBytes: 10_000 },
-    signal: new AbortController().signal,
+    signal,
     trial: false,
     onStart: () => {
       starts++;
@@ -74,6 +76,18 @@ t.test('an outdated relay (its HELLO lacks catalog-search-path): refused, never 
   const r = await run(registry);
   t.ok(r.outcome instanceof ApiError && r.outcome.details?.['reason'] === 'relay_outdated', String(r.outcome));
   t.equal(r.starts, 0, 'not started: the agent leaving meanwhile would be charged for nothing');
+});
+
+t.test('stopped before it was sent (the agent or the asking replica gone): not sent, never started', async (t) => {
+  // review: the stream was opened and cancelled at once, and the statement counted as started
+  const registry = new TunnelRegistry();
+  const relay = await tunnel(t, registry, [...RELAY_FEATURES]);
+  const gone = new ApiError('service_unavailable', 'stopped');
+  const r = await run(registry, AbortSignal.abort(gone));
+  t.equal(r.outcome, gone, 'answered with what stopped it');
+  t.equal(r.starts, 0);
+  await run(registry); // a statement after it reaches the relay: the count below is not vacuous
+  t.equal(relay.streams(), 1, 'the stopped one never reached the relay');
 });
 
 t.test('a current relay: started once, when sent, before its answer', async (t) => {

@@ -235,8 +235,14 @@ t.test('a forwarded statement counts as started only when the holder sent it to 
     const ca = createCa({ keyBits: 2048 });
     const cert = issueServerCertificate(ca, { ipAddresses: ['127.0.0.1'] });
     const older = https.createServer({ ...tlsServerOptions({ keyPem: cert.keyPem, certPem: cert.certPem, caCertPem: ca.certPem }), rejectUnauthorized: false }, (req, res) => {
-      req.resume();
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString()));
       req.on('end', () => {
+        if ((JSON.parse(body) as { sql?: string }).sql === 'REFUSE') {
+          // refused before running, as every holder refuses a caller it does not accept
+          res.writeHead(403, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { code: 'forbidden', message: 'not a replica' } }));
+          return;
+        }
         res.writeHead(200, { 'content-type': 'application/json', 'x-svc-heartbeat-ms': '1000' });
         res.flushHeaders();
         setTimeout(() => res.end(JSON.stringify(rows)), 100);
@@ -252,5 +258,13 @@ t.test('a forwarded statement counts as started only when the holder sent it to 
     order.push('answered');
     t.same(answer.rows, [{ one: 1 }]);
     t.same(order, ['started', 'answered'], 'as before the signal: started once its answer began');
+    // review: a 4xx refusal (no header either) counted as started too
+    let starts = 0;
+    const refused = await fwd.run({ replicaId: 'rep_old', address: `127.0.0.1:${(older.address() as net.AddressInfo).port}` }, { ...request, sql: 'REFUSE' }, undefined, () => starts++).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    t.equal((refused as ApiError | undefined)?.code, 'relay_unavailable', `refused: ${String(refused)}`);
+    t.equal(starts, 0, 'a refusal before running is not a start');
   });
 });
