@@ -13,3 +13,10 @@ export async function mariadbAnswers(): Promise<boolean> {
     return false;
   }
 }
+
+/** A new database `dbName` with a table orders (id, total) of `rows` rows, id and total 1 … rows. */
+export async function createOrdersDatabase(admin: mysql.Connection, dbName: string, rows: number): Promise<void> {
+  await admin.query(`CREATE DATABASE ${dbName}`);
+  await admin.query(`CREATE TABLE ${dbName}.orders (id INT PRIMARY KEY, total INT NOT NULL)`);
+  await admin.query(`INSERT INTO ${dbName}.orders VALUES ${Array.from({ length: rows }, (_, i) => `(${i + 1}, ${i + 1})`).join(',')}`);
+}

@@ -8,7 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import t from 'tap';
 import mysql from 'mysql2/promise';
-import { MARIADB_ADMIN as ADMIN, mariadbAnswers } from '../helpers/mariadb.js';
+import { createOrdersDatabase, MARIADB_ADMIN as ADMIN, mariadbAnswers } from '../helpers/mariadb.js';
 import { eventually } from '../helpers/tap.js';
 import { api, openConnection, signupAgent, startServer, type TestServer } from '../helpers/server.js';
 
@@ -20,9 +20,7 @@ if (!(await mariadbAnswers())) {
   let srv: TestServer;
   const admin = await mysql.createConnection({ ...ADMIN, multipleStatements: true });
   t.before(async () => {
-    await admin.query(`CREATE DATABASE ${dbName}`);
-    await admin.query(`CREATE TABLE ${dbName}.orders (id INT PRIMARY KEY, total INT NOT NULL)`);
-    await admin.query(`INSERT INTO ${dbName}.orders VALUES ${Array.from({ length: 300 }, (_, i) => `(${i + 1}, ${i + 1})`).join(',')}`);
+    await createOrdersDatabase(admin, dbName, 300);
     await admin.query(`CREATE TABLE ${dbName}.secrets (id INT); INSERT INTO ${dbName}.secrets VALUES (1)`);
     await admin.query(`CREATE USER '${reader}'@'%' IDENTIFIED BY 'Pool-Pw-77'; GRANT SELECT ON ${dbName}.orders TO '${reader}'@'%'`);
     srv = await startServer({ env: { SVC_LIVE_ALLOW_PRIVATE: '1', SVC_LIVE_POOL_SIZE: '3' }, limits: { queryTimeoutMs: 1500, maxRows: 100 } });

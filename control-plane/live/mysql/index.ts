@@ -210,6 +210,9 @@ export class MysqlConnector implements LiveConnector {
     const conn = await this.connections.acquire(ctx.orgId, key, () => connect(settings(), secret, url), deadline, ctx.signal);
     const threadId = conn.threadId;
     let timedOut = false;
+    // its signal aborted before its deadline came (a KILL refused, e.g. by a password changed at
+    // the server, leaves it running until its time limit: still answered as what stopped it)
+    let stoppedFirst = false;
     let killing: Promise<void> | undefined;
     // the run's statements are over (answered or failed): a KILL QUERY is not sent again
     let over = false;
@@ -241,7 +244,10 @@ export class MysqlConnector implements LiveConnector {
       timedOut = true;
       kill();
     }, Math.max(0, deadline - Date.now()));
-    const onAbort = (): void => kill();
+    const onAbort = (): void => {
+      if (!timedOut) stoppedFirst = true;
+      kill();
+    };
     ctx.signal.addEventListener('abort', onAbort, { once: true });
     let broken = false;
     let reusable = false;
@@ -274,8 +280,8 @@ export class MysqlConnector implements LiveConnector {
       if (timedOut || ctx.signal.aborted || (e.errno !== undefined && INTERRUPTED.has(e.errno))) {
         broken = true;
         const timeout = (): ApiError => new ApiError('query_timeout', `the statement ran past its ${ctx.limits.timeoutMs} ms deadline and was stopped at the database (KILL QUERY)`);
-        // stopped by its signal (a revocation, the shutdown: 503, not charged) unless its own deadline came first
-        throw timedOut ? timeout() : abortAnswer(ctx.signal, timeout);
+        // stopped by its signal (a revocation, the shutdown, the credential changed: 503, not charged) unless its own deadline came first
+        throw timedOut && !stoppedFirst ? timeout() : abortAnswer(ctx.signal, timeout);
       }
       const message = scrub(e.sqlMessage ?? e.message ?? 'database error', secret, url);
       if (e.errno !== undefined && DENIED.has(e.errno)) throw statementRejected('the database', message, { errno: e.errno, refused: true });
