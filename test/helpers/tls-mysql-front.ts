@@ -37,7 +37,8 @@ export interface TlsMysqlFront {
   readonly sessions: readonly MysqlFrontSession[];
 }
 
-export type MysqlFrontOptions = { readonly tls: true; readonly cert: ServerCert } | { readonly tls: false };
+/** `tls: 'reset'`: TLS offered, and the connection reset (TCP RST) at the client's SSLRequest, as a server or a balancer that drops it */
+export type MysqlFrontOptions = { readonly tls: true; readonly cert: ServerCert } | { readonly tls: false } | { readonly tls: 'reset' };
 
 const seqOf = (p: Buffer): number => p[3] as number;
 const payloadOf = (p: Buffer): Buffer => p.subarray(HEADER);
@@ -195,6 +196,7 @@ export async function tlsMysqlFront(t: TapTest, upstream: { readonly host: strin
       }
       session.sslRequest = true;
       if (!o.tls) return void raw.destroy(); // a server without TLS has not offered it
+      if (o.tls === 'reset') return void raw.resetAndDestroy();
       const clientHello = fromRaw.detach();
       raw.unshift(clientHello);
       serveTls(raw, o.cert, session, keep, (secure) => {

@@ -106,6 +106,15 @@ if (!(await mariadbAnswers())) {
     for (const sslmode of ['prefer', 'disable']) await expectPlaintextRows(t, { tls: false }, sslmode);
   });
 
+  t.test('a connection reset during the TLS negotiation is the server unreachable (503, retry), not a credential to fix', async (t) => {
+    const f = await front(t, { tls: 'reset' });
+    const r = await queryWith(t, urlVia('localhost', f.port), { sslmode: 'require' });
+    t.equal(r.status, 503, r.text);
+    t.equal(r.body.error?.code, 'service_unavailable');
+    t.equal(r.body.error?.details?.['reason'], 'unreachable');
+    t.ok(f.sessions.length >= 1 && f.sessions.every((s) => s.sslRequest && !s.forwarded), 'TLS was asked for, nothing reached the database');
+  });
+
   t.test('the front itself: a wrong password through TLS is the database’s refusal, not a TLS one', async (t) => {
     const f = await front(t, { tls: true, cert: CERTS.both });
     const r = await queryWith(t, `mysql://${user}:Not-${PASSWORD}@localhost:${f.port}/${dbName}`, { sslmode: 'verify-full', ca: ours.certPem });

@@ -82,6 +82,8 @@ function checkedAs(host: string, socket: net.Socket): net.Socket {
 interface MysqlErrorLike {
   code?: string;
   errno?: number;
+  /** set on a socket's error (read ECONNRESET): mysql2 keeps it when it renames the code HANDSHAKE_SSL_ERROR */
+  syscall?: string;
   sqlState?: string;
   sqlMessage?: string;
   message?: string;
@@ -388,8 +390,9 @@ async function connect(o: ConnectionOptions, secret: string, url: DatabaseUrl): 
     c.destroy();
     const e = err as MysqlErrorLike;
     if (e.errno !== undefined && REJECTED.has(e.errno)) return Promise.reject(credentialRejected('mysql', scrub(e.sqlMessage ?? e.message ?? '', secret, url)));
-    // a server that offers no TLS (HANDSHAKE_NO_SSL_SUPPORT: its message names neither SSL nor TLS) is a TLS refusal too, not an unreachable server
-    if ((e.code !== undefined && TLS_FAILED.has(e.code)) || /SSL|TLS|certificate|self.signed/i.test(e.message ?? '')) {
+    // a server that offers no TLS (HANDSHAKE_NO_SSL_SUPPORT: its message names neither SSL nor TLS) is a TLS refusal too, not an
+    // unreachable server; a socket error during the TLS negotiation (HANDSHAKE_SSL_ERROR with a syscall: a reset) is the network
+    if ((e.code !== undefined && TLS_FAILED.has(e.code) && e.syscall === undefined) || /SSL|TLS|certificate|self.signed/i.test(e.message ?? '')) {
       return Promise.reject(
         new ApiError('invalid_request', `TLS to the mysql server failed: ${scrub(e.message ?? '', secret, url)}; check sslmode / ca of the registered credential`, {
           reason: 'credential_rejected',
