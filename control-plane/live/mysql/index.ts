@@ -266,6 +266,9 @@ export class MysqlConnector implements LiveConnector {
         broken = true;
         kill();
       });
+      // stopped by its signal while it ran, its KILLs refused (the old password): it ended at the
+      // server, but its rows are not answered, as a postgres statement's are not (pg-read)
+      if (stoppedFirst) throw Object.assign(new Error('stopped'), { errno: 1317 });
       if (result.stopped && result.rows.length === 0) {
         throw new ApiError('invalid_sql', `the first row of the result is ${result.stopped.declared} bytes or more, more than the ${ctx.limits.maxBytes} bytes a response may hold; it was not read. Select fewer or shorter columns (e.g. LEFT(column, 1000)) or filter the rows`, {
           reason: 'row_too_large',
