@@ -33,6 +33,7 @@ t.test('requests, query latency and gauges, in the Prometheus text format', asyn
   for (let i = 0; i < 3; i++) t.equal((await api(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: agent.key, body: { sql: `SELECT patient_id FROM patients LIMIT ${i + 1}` } })).status, 200);
   t.equal((await api(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: agent.key, body: { sql: 'SELECT * FROM secrets' } })).status, 403);
   t.equal((await api(srv.url, 'GET', '/v1/no-such-route', { key: agent.key })).status, 404);
+  t.equal((await api(srv.url, 'DELETE', '/v1/connections/packs', { key: agent.key })).status, 405);
   await fetch(`${srv.url}/v1/connections/packs`, { method: 'PROPFIND' }); // an odd method: one `other` series, not one per method
 
   const r = await scrape();
@@ -44,6 +45,8 @@ t.test('requests, query latency and gauges, in the Prometheus text format', asyn
   t.equal(one('svc_http_requests_total', '{method="POST",route="/v1/connections/:connection_id/query",status="200"}'), 3, 'requests by route template and status');
   t.equal(one('svc_http_requests_total', '{method="POST",route="/v1/connections/:connection_id/query",status="403"}'), 1);
   t.ok(samples.some((s) => s.name === 'svc_http_requests_total' && s.labels === '{method="GET",route="unmatched",status="4xx"}'), 'an unknown path is counted without its path, its status as a class');
+  t.equal(one('svc_http_requests_total', '{method="DELETE",route="unmatched",status="4xx"}'), 1, 'a method the path does not take (405) is counted as unmatched too (docs/deployment.md)');
+  t.notOk(samples.some((s) => s.name === 'svc_http_requests_total' && s.labels.includes('/v1/connections/packs",status="405"')), 'not under the path it was sent to');
   t.ok(samples.some((s) => s.name === 'svc_http_requests_total' && s.labels.startsWith('{method="other"')), 'methods outside the usual set are counted as other');
   t.notOk(text.includes('PROPFIND'));
   t.equal(one('svc_query_duration_seconds_count', '{backend="demo",outcome="ok"}'), 3, 'statement latency by backend');
