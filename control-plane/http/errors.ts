@@ -14,9 +14,28 @@ export interface ErrorBody {
 
 export function sendError(reply: FastifyReply, req: FastifyRequest, err: ApiError): FastifyReply {
   const body: ErrorBody = { error: { code: err.code, message: err.message, request_id: String(req.id) } };
-  if (err.details && Object.keys(err.details).length > 0) body.error.details = err.details;
+  const details = err.code === 'invalid_request' ? withPlace(err.details, req) : err.details;
+  if (details && Object.keys(details).length > 0) body.error.details = details;
   if (err.headers) for (const [k, v] of Object.entries(err.headers)) void reply.header(k, v);
   return reply.code(API_ERRORS[err.code].status).type('application/json; charset=utf-8').send(body);
+}
+
+const has = (o: unknown, key: string): boolean => typeof o === 'object' && o !== null && Object.prototype.hasOwnProperty.call(o, key);
+
+/**
+ * An `invalid_request` naming its field (`details.field`) says where that field is
+ * (`details.in`, docs/api.md "Errors"), also when a handler's own check refused it rather than
+ * the route's schema: the path parameter, query parameter or body field of that name (its first
+ * part, for `options.ca` or `auto_reload.amount_cents`) in this request, else the body for a
+ * request that carries one (a required field left out), else the query.
+ */
+function withPlace(details: Readonly<Record<string, unknown>> | undefined, req: FastifyRequest): Readonly<Record<string, unknown>> | undefined {
+  const field = details?.['field'];
+  if (!details || typeof field !== 'string' || details['in'] !== undefined) return details;
+  const first = field.split('.')[0] as string;
+  const place =
+    field === 'body' || has(req.body, first) ? 'body' : has(req.params, first) ? 'path' : has(req.query, first) ? 'query' : req.method === 'GET' || req.method === 'HEAD' || req.method === 'DELETE' ? 'query' : 'body';
+  return { ...details, in: place };
 }
 
 interface ValidationIssue {

@@ -36,3 +36,20 @@ t.test('a value that is none of the ones a field takes: details.field, details.i
     for (const v of (d['allowed'] as string[] | undefined) ?? []) t.match(r.body.error?.message ?? '', v, `${c.what}: the message names ${v}`);
   }
 });
+
+t.test("every invalid_request naming a field says where it is, also when a handler's own check refused it", async (t) => {
+  // found by a new user's walk through the docs: these answered details.field alone
+  const a = await signupAgent(srv.url);
+  const cases: { what: string; method: string; path: string; body: unknown; field: string }[] = [
+    { what: 'a top-up below the minimum', method: 'POST', path: '/v1/agent/topup', body: { amount_cents: 50 }, field: 'amount_cents' },
+    { what: 'a webhook secret too short', method: 'POST', path: '/v1/agent/webhook', body: { url: 'https://hooks.example.com/in', secret: 'short' }, field: 'secret' },
+    { what: 'a credential secret that is not a URL', method: 'POST', path: '/v1/connections/credentials', body: { connector_kind: 'postgres', secret: 'not a url' }, field: 'secret' },
+    { what: 'a nested credential option', method: 'POST', path: '/v1/connections/credentials', body: { connector_kind: 'postgres', secret: 'postgres://u:p@db.example.com/x', options: { sslmode: 'sometimes' } }, field: 'options.sslmode' },
+  ];
+  for (const c of cases) {
+    const r = await api<Refusal>(srv.url, c.method, c.path, { key: a.key, body: c.body });
+    t.equal(r.status, 400, `${c.what}: 400 (${r.text.slice(0, 200)})`);
+    t.equal(r.body.error?.details?.['field'], c.field, `${c.what}: details.field`);
+    t.equal(r.body.error?.details?.['in'], 'body', `${c.what}: details.in`);
+  }
+});
