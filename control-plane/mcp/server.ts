@@ -6,15 +6,26 @@
  * answered here, not by the SDK's handler: the SDK would answer arguments outside the schema with a
  * bare text error; here they are a tool error with `structuredContent.error` like every failed
  * call (validate.ts). An unknown tool is a JSON-RPC error (InvalidParams), as the MCP
- * specification has it for unknown tools.
+ * specification has it for unknown tools; so are params that are not a call. Their messages go on
+ * the wire as one line without the SDK's "MCP error <code>: " prefix (SDK clients add it).
  */
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { CallToolRequestSchema, ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { z } from 'zod';
 import type { ApiCaller } from './api.js';
 import { runTool } from './run.js';
 import { TOOLS, type ToolSpec } from './tools.js';
 import { checkArguments, inputSchema } from './validate.js';
+
+/**
+ * A JSON-RPC error whose message goes on the wire as given: the SDK's McpError puts
+ * "MCP error <code>: " before its message, and an SDK client puts it there again on receipt.
+ */
+class WireError extends McpError {
+  constructor(code: number, message: string) {
+    super(code, message);
+    this.message = message;
+  }
+}
 
 export const MCP_SERVER_INFO = { name: 'svc', version: '0.1.0' } as const;
 
@@ -37,7 +48,7 @@ export function createMcpServer(api: ApiCaller, options: McpServerOptions = {}):
   const tools = new Map<string, { spec: ToolSpec; schema: ReturnType<typeof inputSchema> }>();
   const callTool = async (name: string, args: unknown): Promise<CallToolResult> => {
     const tool = tools.get(name);
-    if (!tool) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}; tools/list lists the tools`);
+    if (!tool) throw new WireError(ErrorCode.InvalidParams, `Unknown tool: ${name}; tools/list lists the tools`);
     const checked = checkArguments(name, tool.schema, args);
     if (!checked.ok) return checked.result;
     const result = await runTool(tool.spec, checked.args, api);
@@ -61,18 +72,19 @@ export function createMcpServer(api: ApiCaller, options: McpServerOptions = {}):
       async (args: Record<string, unknown>) => callTool(spec.name, args),
     );
   }
-  // registered after registerTool, which set the SDK's own tools/call handler: this one replaces it.
-  // Its schema takes any params: with CallToolRequestSchema here, params that are not a call
-  // (arguments null, no name) failed the SDK's parse before any handler and were answered -32603,
-  // the code of a server fault. The SDK's tools/call wrapper checks them and answers -32602
-  // (invalid params), as JSON-RPC has it; the check below is what types them.
-  server.server.setRequestHandler(AnyToolCall, async (request) => {
+  // tools/call is answered from the raw request: the SDK's own tools/call handler is removed and
+  // the server's fallback handler (public SDK API, called for a method without a handler) takes
+  // it. Through setRequestHandler the SDK's Server checks the params first and answers what is not
+  // a call (no name, arguments null) with its JSON list of zod issues; here that is -32602
+  // (invalid params) in one line. Every other method without a handler is JSON-RPC's "Method not
+  // found", as the SDK answers it.
+  server.server.removeRequestHandler('tools/call');
+  server.server.fallbackRequestHandler = async (request) => {
+    if (request.method !== 'tools/call') throw new WireError(ErrorCode.MethodNotFound, 'Method not found');
     const call = CallToolRequestSchema.safeParse(request);
-    if (!call.success) throw new McpError(ErrorCode.InvalidParams, `Invalid tools/call request: ${call.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+    if (!call.success) throw new WireError(ErrorCode.InvalidParams, `Invalid tools/call request: ${call.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
     return callTool(call.data.params.name, call.data.params.arguments);
-  });
+  };
   return server;
 }
 
-/** a tools/call request whatever its params */
-const AnyToolCall = z.object({ method: z.literal('tools/call'), params: z.unknown().optional() });

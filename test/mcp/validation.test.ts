@@ -89,7 +89,10 @@ t.test('an unknown tool is a JSON-RPC error (InvalidParams), as the MCP specific
   );
   t.ok(err instanceof McpError, `a JSON-RPC error, not a tool result (${String(err)})`);
   t.equal((err as McpError).code, ErrorCode.InvalidParams);
-  t.match((err as McpError).message, /Unknown tool: no_such_tool/);
+  // the SDK client puts "MCP error <code>: " before the message it received: once, not twice
+  t.equal((err as McpError).message, 'MCP error -32602: Unknown tool: no_such_tool; tools/list lists the tools');
+  const wire = await api<{ error?: { code: number; message: string } }>(srv.url, 'POST', '/mcp', { key: agent.key, body: toolCall(4, 'nope', {}), headers: MCP_HEADERS });
+  t.same(wire.body.error, { code: ErrorCode.InvalidParams, message: 'Unknown tool: nope; tools/list lists the tools' }, 'the wire message is the bare one docs/cli-and-mcp.md quotes');
 });
 
 t.test('each advertised input schema is what is enforced: no other arguments', async (t) => {
@@ -137,6 +140,8 @@ t.test('tools/call params that are not a call (arguments not an object, no name)
     });
     t.equal(r.body.error?.code, ErrorCode.InvalidParams, `${what}: -32602 (${r.text})`);
     t.match(r.body.error?.message, names, `${what}: the message names what is wrong`);
+    // the server's own one-line style, not the SDK's JSON list of zod issues nor its "MCP error" prefix
+    t.match(r.body.error?.message, /^Invalid tools\/call request: [^\n[{]+$/, `${what}: one line in the server's words`);
     t.equal(r.body.result, undefined);
   }
   t.same(await queryEvents(srv.url, conn, agent.key), [], 'nothing ran');
