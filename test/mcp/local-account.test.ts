@@ -29,6 +29,10 @@ t.test('svc mcp without a key uses the key create_account returned for its later
   const before = await call('get_usage');
   t.equal((structured(before)['error'] as Json)['code'], 'unauthorized', 'no key yet');
   t.match(text(before), /create_account tool/, 'the hint names create_account');
+  // a stdio session has no header to send: the hint is where svc mcp reads its key
+  const message = String((structured(before)['error'] as Json)['message']);
+  t.match(message, /SVC_API_KEY/, `the hint names SVC_API_KEY (${message})`);
+  t.notMatch(message, /Authorization/, 'no Authorization header to send over stdio');
 
   const created = await call('create_account', { org_name: 'Local MCP Co', agent_name: 'local-bot' });
   t.notOk(created.isError, text(created));

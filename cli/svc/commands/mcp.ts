@@ -1,8 +1,18 @@
 /** `svc mcp`: the MCP tool server over stdio, calling the API with the user's key. */
 import type { Command } from 'commander';
 import { TOOLS } from '../../../control-plane/mcp/tools.js';
-import { httpCaller, type ClientOptions } from '../http.js';
+import type { ApiCaller, ApiResult } from '../../../control-plane/mcp/api.js';
+import { httpCaller, localError, type ClientOptions } from '../http.js';
 import type { CommandKit } from './kit.js';
+
+/** The 401 a call needing a key gets in a session without one: the API's code, in the words of a stdio session. */
+function noKey(configFile: string): ApiResult {
+  const body = localError(
+    'unauthorized',
+    `this svc mcp session has no agent key: set SVC_API_KEY (or store one in ${configFile} with svc signup) and start svc mcp again, or create an account with the create_account tool, whose key this session then uses`,
+  );
+  return { status: 401, body, text: JSON.stringify(body) };
+}
 
 export function registerMcpCommand(program: Command, kit: CommandKit): void {
   program
@@ -16,7 +26,10 @@ export function registerMcpCommand(program: Command, kit: CommandKit): void {
         const [{ createMcpServer }, { StdioServerTransport }] = await Promise.all([import('../../../control-plane/mcp/server.js'), import('@modelcontextprotocol/sdk/server/stdio.js')]);
         // the key the calls are made with: a session started without one takes the first account create_account makes
         const session: { -readonly [K in keyof ClientOptions]: ClientOptions[K] } = { ...c.client };
-        const server = createMcpServer(httpCaller(session), {
+        const http = httpCaller(session);
+        // no header to send over stdio: a call needing a key is answered here, saying where svc reads one
+        const api: ApiCaller = async (call) => (call.anonymous || session.apiKey ? http(call) : noKey(c.configFile));
+        const server = createMcpServer(api, {
           onAccountCreated: (apiKey) => {
             if (session.apiKey) return undefined; // a session with a key keeps it: the new account is a separate one
             session.apiKey = apiKey;
