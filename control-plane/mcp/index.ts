@@ -76,8 +76,18 @@ function injectCaller(app: App, authorization: string, remoteAddress: string, go
     } catch {
       body = undefined;
     }
-    return { status: res.statusCode, body, text: res.body };
+    return { status: res.statusCode, body, text: res.body, headers: headersOf(res.headers) };
   };
+}
+
+/** An injected answer's headers as fetch's Headers, as the HTTP caller has them (Idempotent-Replayed). */
+function headersOf(raw: Readonly<Record<string, string | string[] | number | undefined>>): Headers {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(raw)) {
+    if (value === undefined) continue;
+    for (const v of Array.isArray(value) ? value : [value]) headers.append(name, String(v));
+  }
+  return headers;
 }
 
 /**

@@ -95,8 +95,12 @@ export async function runTool(spec: ToolSpec, args: Record<string, unknown>, api
   }
   const body = (r.body && typeof r.body === 'object' && !Array.isArray(r.body) ? r.body : { result: r.body ?? null }) as Record<string, unknown>;
   const rendered = spec.render?.(body, args);
-  return {
-    content: [{ type: 'text', text: rendered?.text ?? JSON.stringify(body, null, 2) }],
-    structuredContent: rendered?.structured ?? body,
-  };
+  const text = rendered?.text ?? JSON.stringify(body, null, 2);
+  const structured = rendered?.structured ?? body;
+  // a top-up sent again with its idempotency_key is answered with the first answer: said here, as the API's header says it
+  if (r.headers?.get('idempotent-replayed') !== 'true') return { content: [{ type: 'text', text }], structuredContent: structured };
+  return { content: [{ type: 'text', text: `${text}\n${REPLAYED}` }], structuredContent: { ...structured, idempotent_replayed: true } };
 }
+
+/** The line a replayed answer (Idempotent-Replayed: true) adds to the tool's text. */
+const REPLAYED = 'replayed: the first answer to this idempotency_key; nothing was credited again';

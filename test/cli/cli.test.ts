@@ -167,7 +167,14 @@ t.test('a full session', async (t) => {
   t.equal(json(top)['wallet_balance_cents'], 500);
   t.equal((await svc(['topup', '5'])).code, 4, 'below the minimum: the API refuses');
   // --idempotency-key: sent twice, credited once
-  for (let i = 0; i < 2; i++) t.equal(json(await svc(['topup', '300', '--idempotency-key', 'cli-order-7', '--json']))['wallet_balance_cents'], 800, `--idempotency-key, sent ${i + 1} time(s): credited once`);
+  for (let i = 0; i < 2; i++) {
+    const sent = json(await svc(['topup', '300', '--idempotency-key', 'cli-order-7', '--json']));
+    t.equal(sent['wallet_balance_cents'], 800, `--idempotency-key, sent ${i + 1} time(s): credited once`);
+    t.equal(sent['idempotent_replayed'], i === 0 ? undefined : true, 'the replay says so (Idempotent-Replayed: true); the first answer has no such field');
+  }
+  const replayed = await svc(['topup', '300', '--idempotency-key', 'cli-order-7']);
+  t.match(replayed.stdout, /\nreplayed: the first answer to this Idempotency-Key; nothing was credited again\n$/, replayed.stdout);
+  t.notMatch((await svc(['topup', '300', '--idempotency-key', 'cli-order-8'])).stdout, /replayed/, 'a first top-up says nothing of replays');
 
   // revoke, then a query is refused with connection_revoked
   t.equal((await svc(['revoke', id])).code, 0);

@@ -274,3 +274,21 @@ t.test('stdio: `svc mcp` as a child process, calling the real API with the user 
   await scenario(t, client);
   t.match(stderr(), /serving \d+ tools over stdio/, 'logs go to stderr, stdout carries only the protocol');
 });
+
+t.test('top_up_wallet tells a replay of its idempotency_key apart (idempotent_replayed), hosted and over stdio', async (t) => {
+  const fresh = await signupAgent(srv.url, 'Replay Co', 'replay-bot');
+  const hosted = await httpClient('/mcp', fresh.key);
+  const { client: local } = await localMcpClient(srv.url, { SVC_API_KEY: fresh.key }, 'svc-test-replay');
+  t.teardown(async () => {
+    await hosted.close();
+    await local.close();
+  });
+  for (const [transport, client, key] of [['hosted', hosted, 'mcp-order-1'], ['stdio', local, 'mcp-order-2']] as const) {
+    const first = await call(client, 'top_up_wallet', { amount_cents: 200, idempotency_key: key });
+    t.notOk(first.isError, text(first));
+    t.equal(structured(first)['idempotent_replayed'], undefined, `${transport}: the first answer is no replay`);
+    const again = await call(client, 'top_up_wallet', { amount_cents: 200, idempotency_key: key });
+    t.same(structured(again), { ...structured(first), idempotent_replayed: true }, `${transport}: the first answer, marked as a replay`);
+    t.match(text(again), /replayed: the first answer to this idempotency_key; nothing was credited again/);
+  }
+});

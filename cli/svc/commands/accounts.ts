@@ -1,7 +1,8 @@
 /** `svc signup`, `usage`, `billing`, `topup`: the account, its usage and its wallet. */
 import type { Command } from 'commander';
 import { checkWritable, readConfig, writeConfig } from '../config.js';
-import { CliFailure, EXIT, localError } from '../http.js';
+import { CliFailure, EXIT, localError, request } from '../http.js';
+import { keyValues, withSpinner } from '../output.js';
 import { type CommandKit, type Obj, positiveInt, tool } from './kit.js';
 
 export function registerAccountCommands(program: Command, kit: CommandKit): void {
@@ -79,7 +80,12 @@ export function registerAccountCommands(program: Command, kit: CommandKit): void
           throw new CliFailure(EXIT.usage, 'give both --auto-reload-threshold and --auto-reload-amount');
         }
         const autoReload = o.autoReload === false ? null : o.autoReloadThreshold !== undefined ? { threshold_cents: o.autoReloadThreshold, amount_cents: o.autoReloadAmount } : undefined;
-        kit.show(c, await kit.call(c, 'topping up', tool('top_up_wallet')({ amount_cents: amount, ...(autoReload !== undefined ? { auto_reload: autoReload } : {}), ...(o.idempotencyKey !== undefined ? { idempotency_key: o.idempotencyKey } : {}) })));
+        const call = tool('top_up_wallet')({ amount_cents: amount, ...(autoReload !== undefined ? { auto_reload: autoReload } : {}), ...(o.idempotencyKey !== undefined ? { idempotency_key: o.idempotencyKey } : {}) });
+        const r = await withSpinner(kit.io, 'topping up', () => request(c.client, call));
+        const body = (r.body && typeof r.body === 'object' ? r.body : {}) as Obj;
+        // the same top-up sent again with its key: the API answers the first answer, and says so in a header
+        if (r.headers?.get('idempotent-replayed') !== 'true') return kit.show(c, body);
+        kit.show(c, { ...body, idempotent_replayed: true }, ({ idempotent_replayed: _, ...b }) => `${keyValues(b)}replayed: the first answer to this Idempotency-Key; nothing was credited again\n`);
       }),
     );
 }
