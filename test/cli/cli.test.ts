@@ -124,6 +124,8 @@ t.test('a full session', async (t) => {
   const file = path.join(dir, 'audit.jsonl');
   const exp = await svc(['audit', 'export', id, '-o', file]);
   t.equal(exp.code, 0, exp.stderr);
+  // the suggestion pins the chain to the connection's own genesis, as docs/audit.md recommends
+  t.match(exp.stdout, `\nverify offline: svc audit verify --offline ${file} --genesis ${genesis}\n`, exp.stdout);
   const lines = fs.readFileSync(file, 'utf8').trim().split('\n');
   t.ok(lines.length >= 6, `${lines.length} events exported`);
   const stdoutExport = await svc(['audit', 'export', id]);

@@ -43,6 +43,9 @@ export function verifyExport(text: string, o: { readonly link?: string | undefin
   return { ...r, head: r.verified ? head : null };
 }
 
+/** `s` as one word of a shell command: quoted when it holds anything but plain path characters */
+const shellWord = (s: string): string => (/^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);
+
 function afterSeqOption(v: string | undefined): number | undefined {
   if (v === undefined) return undefined;
   if (!/^\d{1,15}$/.test(v)) throw new CliFailure(EXIT.usage, `--after-seq must be a whole number of 0 or more, not ${JSON.stringify(v)}`);
@@ -99,7 +102,13 @@ export function registerAuditCommands(program: Command, kit: CommandKit): void {
             // as an unreadable --offline file is: the user's path, not a failure of the server
             throw new CliFailure(EXIT.usage, `cannot write ${o.output}: ${(err as Error).message}`);
           }
-          kit.show(c, { connection_id: id, events: count, file: o.output }, () => `${count} event(s) written to ${o.output}\nverify offline: svc audit verify --offline ${o.output}\n`);
+          // the export holds no genesis: the connection's own pins the first event (docs/audit.md)
+          const genesis = await request(c.client, tool('describe_connection')({ connection_id: id })).then(
+            (d) => (d.body as { audit_genesis_hash?: unknown } | undefined)?.audit_genesis_hash,
+            () => undefined,
+          );
+          const pin = typeof genesis === 'string' ? shellWord(genesis) : `<audit_genesis_hash> (svc connection ${shellWord(id)} shows it)`;
+          kit.show(c, { connection_id: id, events: count, file: o.output }, () => `${count} event(s) written to ${o.output}\nverify offline: svc audit verify --offline ${shellWord(o.output ?? '')} --genesis ${pin}\n`);
         } else kit.io.out(r.text);
       }),
     );
