@@ -181,8 +181,11 @@ export function databaseAddressAllowed(ip: string, allowPrivate: boolean): boole
 export async function resolveDatabaseAddress(
   kind: string,
   url: DatabaseUrl,
-  o: { allowPrivate: boolean; reserved: readonly ReservedDatabase[] },
+  o: { allowPrivate: boolean; reserved: readonly ReservedDatabase[]; registering?: boolean },
 ): Promise<string> {
+  // a credential being registered is "this" one, its secret the field refused; a query's is the registered one
+  const subject = o.registering === true ? `this ${kind} credential` : `the registered ${kind} credential`;
+  const refused = { connector_kind: kind, reason: 'address_not_allowed', ...(o.registering === true ? { field: 'secret' } : {}) };
   let addresses: string[];
   try {
     addresses = await lookupAll(url.host);
@@ -195,19 +198,13 @@ export async function resolveDatabaseAddress(
     const why = o.allowPrivate
       ? 'an unspecified, link-local, cloud metadata or reserved address, which this control plane never connects to'
       : 'a loopback, private or otherwise non-public address, which this control plane does not connect to (SVC_LIVE_ALLOW_PRIVATE=0)';
-    throw new ApiError('invalid_request', `the registered ${kind} credential points at ${why}`, {
-      connector_kind: kind,
-      reason: 'address_not_allowed',
-    });
+    throw new ApiError('invalid_request', `${subject} points at ${why}`, refused);
   }
   for (const r of o.reserved) {
     if (r.port !== url.port) continue;
     const theirs = await lookupAll(r.host).catch(() => [] as string[]);
     if (addresses.some((a) => theirs.some((b) => sameServerAddress(a, b)))) {
-      throw new ApiError('invalid_request', `the registered ${kind} credential points at a database server of the control plane itself, which no connection can read`, {
-        connector_kind: kind,
-        reason: 'address_not_allowed',
-      });
+      throw new ApiError('invalid_request', `${subject} points at a database server of the control plane itself, which no connection can read`, refused);
     }
   }
   return addresses[0] as string;
@@ -217,12 +214,12 @@ export async function resolveDatabaseAddress(
  * The address check of `resolveDatabaseAddress`, made when a credential is registered: a host
  * that resolves to an address no query may reach (loopback or private without
  * SVC_LIVE_ALLOW_PRIVATE=1, link-local, metadata, a database server of the control plane) is
- * refused now, with the 400 `address_not_allowed` a query would get, rather than at the first
- * query. A name that does not resolve (yet), or does not answer within `timeoutMs`, is accepted:
+ * refused now, with the 400 `address_not_allowed` a query would get (naming "this" credential and
+ * its field, `secret`), rather than at the first query. A name that does not resolve (yet), or does not answer within `timeoutMs`, is accepted:
  * the query path resolves it again for every statement and answers 503 until it does.
  */
 export async function checkDatabaseAddress(kind: string, url: DatabaseUrl, o: { allowPrivate: boolean; reserved: readonly ReservedDatabase[] }, timeoutMs = 3000): Promise<void> {
-  const check = resolveDatabaseAddress(kind, url, o).then(
+  const check = resolveDatabaseAddress(kind, url, { ...o, registering: true }).then(
     () => undefined,
     (err: unknown) => {
       if (err instanceof ApiError && err.details?.['reason'] === 'address_not_allowed') throw err;

@@ -162,9 +162,10 @@ t.test('by default (SVC_LIVE_ALLOW_PRIVATE unset: 0) a database credential point
   const a = await signupAgent(open.url);
   const stored = await api(open.url, 'POST', '/v1/connections/credentials', { key: a.key, body: { connector_kind: 'mysql', secret: 'mysql://root:Private-Pw-1@127.0.0.1:3306/shop' } });
   t.equal(stored.status, 201, 'allowed with SVC_LIVE_ALLOW_PRIVATE=1 (the tests’ databases are on loopback)');
-  const metadata = await api<{ error: { code: string; details: { reason: string } } }>(open.url, 'POST', '/v1/connections/credentials', { key: a.key, body: { connector_kind: 'postgres', secret: 'postgres://u:Private-Pw-3@169.254.169.254/app' } });
+  const metadata = await api<{ error: { code: string; message: string; details: { reason: string } } }>(open.url, 'POST', '/v1/connections/credentials', { key: a.key, body: { connector_kind: 'postgres', secret: 'postgres://u:Private-Pw-3@169.254.169.254/app' } });
   t.equal(metadata.status, 400, 'a cloud metadata address is refused even then');
-  t.equal(metadata.body.error.details.reason, 'address_not_allowed');
+  t.same(metadata.body.error.details, { connector_kind: 'postgres', reason: 'address_not_allowed', field: 'secret', in: 'body' }, 'the refused field is the secret');
+  t.match(metadata.body.error.message, /^this postgres credential points at an unspecified, link-local, cloud metadata or reserved address/, 'worded for the credential being registered');
   const conn = await api<{ connectionId: string }>(open.url, 'POST', '/v1/connections', { key: a.key, body: { target_id: 'mysql', scopes: ['read:orders'] } });
   await open.close();
 
@@ -188,8 +189,10 @@ t.test('by default (SVC_LIVE_ALLOW_PRIVATE unset: 0) a database credential point
     const r = await api<Refusal>(strict.url, 'POST', '/v1/connections/credentials', { key: a.key, body: { connector_kind: kind, secret } });
     t.equal(r.status, 400, `${secret.replace(/:[^:@]*@/, ':…@')}: ${r.text}`);
     t.equal(r.body.error.code, 'invalid_request');
-    t.same(r.body.error.details, { connector_kind: kind, reason: 'address_not_allowed' });
-    t.equal(r.body.error.message, q.body.error.message.replace(/mysql/g, kind), 'the message a query gets');
+    // the same code and reason as a query, the message worded for the credential being registered
+    t.same(r.body.error.details, { connector_kind: kind, reason: 'address_not_allowed', field: 'secret', in: 'body' });
+    t.match(q.body.error.message, /^the registered mysql credential points at /, 'a query names the registered credential');
+    t.equal(r.body.error.message, q.body.error.message.replace(/mysql/g, kind).replace(/^the registered /, 'this '), 'the message a query gets, for this credential');
     t.notMatch(r.text, /Private-Pw/);
   }
   const creds = await api<{ credentials: Meta[] }>(strict.url, 'GET', '/v1/connections/credentials', { key: a.key });
