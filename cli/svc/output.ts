@@ -14,18 +14,19 @@ export interface Io {
 
 const MAX_CELL = 60;
 
-export function cell(v: unknown): string {
+/** `null`: how a null shows (`null`, as in key: value lines; a query result's tables show SQL's `NULL`) */
+export function cell(v: unknown, nullText = 'null'): string {
   let s: string;
-  if (v === null || v === undefined) s = v === null ? 'NULL' : '';
+  if (v === null || v === undefined) s = v === null ? nullText : '';
   else if (typeof v === 'object') s = JSON.stringify(v);
   else s = String(v);
   s = s.replace(/[\r\n\t]/g, ' ');
   return s.length > MAX_CELL ? `${s.slice(0, MAX_CELL - 1)}…` : s;
 }
 
-/** An aligned text table; numbers right-aligned. */
-export function table(columns: readonly string[], rows: readonly Record<string, unknown>[]): string {
-  const cells = rows.map((r) => columns.map((c) => cell(r[c])));
+/** An aligned text table; numbers right-aligned. `nullText`: as `cell`'s. */
+export function table(columns: readonly string[], rows: readonly Record<string, unknown>[], nullText = 'null'): string {
+  const cells = rows.map((r) => columns.map((c) => cell(r[c], nullText)));
   const numeric = columns.map((c) => rows.length > 0 && rows.every((r) => r[c] === null || typeof r[c] === 'number'));
   const widths = columns.map((c, i) => Math.max(c.length, ...cells.map((row) => (row[i] ?? '').length)));
   const line = (vals: readonly string[]): string =>
@@ -49,11 +50,18 @@ export function jsonl(rows: readonly unknown[]): string {
   return rows.map((r) => `${JSON.stringify(r)}\n`).join('');
 }
 
-/** key: value lines for one object (nested values as JSON). */
-export function keyValues(o: Record<string, unknown>): string {
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v) && Object.keys(v).length > 0;
+
+/** key: value lines for one object; a nested object as its own key: value lines indented under its key, an array as JSON. */
+export function keyValues(o: Record<string, unknown>, indent = ''): string {
   const keys = Object.keys(o);
-  const w = Math.max(0, ...keys.map((k) => k.length));
-  return keys.map((k) => `${`${k}:`.padEnd(w + 1)} ${typeof o[k] === 'object' && o[k] !== null ? JSON.stringify(o[k]) : String(o[k])}`).join('\n') + '\n';
+  const w = Math.max(0, ...keys.filter((k) => !isRecord(o[k])).map((k) => k.length));
+  const line = (k: string): string => {
+    const v = o[k];
+    if (isRecord(v)) return `${indent}${k}:\n${keyValues(v, `${indent}  `)}`;
+    return `${indent}${`${k}:`.padEnd(w + 1)} ${typeof v === 'object' && v !== null ? JSON.stringify(v) : String(v)}\n`;
+  };
+  return keys.map(line).join('');
 }
 
 const FRAMES = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];

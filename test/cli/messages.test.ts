@@ -198,3 +198,26 @@ t.test('signup with a config file it cannot write is refused before the account 
   t.equal(text.code, 2);
   t.equal(await orgs(), before, 'nor without --json');
 });
+
+t.test('human output: scopes and nested objects as aligned lines, null as null (no JSON dumps, no SQL NULL outside query results)', async (t) => {
+  const target = await svc(['target', 'demo-healthcare']);
+  t.equal(target.code, 0, target.stderr);
+  t.match(target.stdout, /\nscopes:\n {2}read \(required\): read:<table> \| read:\*\n {4}Tables the connection may read[^\n]*\n {4}e\.g\. read:patients, read:\*\n {2}period: period:<YYYY>/, target.stdout);
+  t.notMatch(target.stdout, /"name"|\{/, 'no JSON in the aligned output');
+  const usage = await svc(['usage']);
+  t.match(usage.stdout, /\ntrial:\n {2}active: +true\n {2}queries_left: +\d+\n/, usage.stdout);
+  const billing = await svc(['billing']);
+  t.match(billing.stdout, /\nwallet:\n {2}topup_min_cents: +100\n/, billing.stdout);
+  t.notMatch(usage.stdout + billing.stdout, /\{"/, 'no one-line JSON');
+  t.equal((await svc(['webhook', 'set', 'https://example.com/h90'])).code, 0);
+  t.equal((await svc(['webhook', 'test'])).code, 0);
+  const deliveries = await svc(['webhook', 'deliveries']);
+  t.match(deliveries.stdout, / null\n/, `an organization's delivery has connection_id null (${deliveries.stdout})`);
+  t.notMatch(deliveries.stdout, /NULL/);
+  t.equal((await session.svc(['credentials', 'add', 'stripe', '--secret-stdin'], { SVC_API_KEY: agent.key }, 'rk_test_abcdefgh12345678wxyz\n')).code, 0);
+  const creds = await svc(['credentials', 'list']);
+  t.match(creds.stdout, /stripe .* null\n/, `never used: last_used_at null (${creds.stdout})`);
+  t.notMatch(creds.stdout, /NULL/);
+  const conn = await openConnection(session.srv.url, agent.key, 'demo-healthcare', ['read:encounters']);
+  t.match((await svc(['query', conn, 'SELECT NULL AS x'])).stdout, /NULL/, 'a query result keeps SQL NULL');
+});

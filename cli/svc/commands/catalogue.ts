@@ -32,6 +32,19 @@ function tablesText(tables: readonly Obj[]): string {
   return `tables:\n${blocks.join('\n')}\n`;
 }
 
+/** `svc target`'s scope grammar: each scope's name and pattern, then its description and examples, indented. */
+function scopesText(scopes: readonly Obj[]): string {
+  const blocks = scopes.map((x) => {
+    const examples = Array.isArray(x['examples']) ? (x['examples'] as unknown[]).map(String) : [];
+    return [
+      `  ${String(x['name'])}${x['required'] === true ? ' (required)' : ''}: ${String(x['pattern'])}`,
+      ...(typeof x['description'] === 'string' ? [`    ${x['description']}`] : []),
+      ...(examples.length ? [`    e.g. ${examples.join(', ')}`] : []),
+    ].join('\n');
+  });
+  return `scopes:\n${blocks.join('\n')}\n`;
+}
+
 export function registerCatalogueCommands(program: Command, kit: CommandKit): void {
   program
     .command('targets')
@@ -55,7 +68,7 @@ export function registerCatalogueCommands(program: Command, kit: CommandKit): vo
           const scopes = t['scopes'];
           return (
             keyValues({ id: t['id'], kind: t['kind'], name: t['name'], pack: t['pack'], tiers: t['tiers'], credential_kind: t['credential_kind'], queryable: t['queryable'] }) +
-            `scopes: ${JSON.stringify(scopes, null, 2)}\n` +
+            scopesText(Array.isArray(scopes) ? (scopes as Obj[]) : []) +
             tablesText(tables)
           );
         }),

@@ -92,7 +92,7 @@ export function registerConnectionCommands(program: Command, kit: CommandKit): v
         if (o.jsonl) return kit.io.out(jsonl(rows));
         if (o.csv) return kit.io.out(csv(cols, rows));
         kit.io.out(
-          `${table(cols, rows)}(${rows.length} row${rows.length === 1 ? '' : 's'}${b['truncated'] === true ? ', truncated at the response cap' : ''}) ` +
+          `${table(cols, rows, 'NULL')}(${rows.length} row${rows.length === 1 ? '' : 's'}${b['truncated'] === true ? ', truncated at the response cap' : ''}) ` +
             `cost ${String(b['cost_cents'])}¢ (${String(b['billed_to'])}), ${String(b['bytes_egressed'])} bytes, audit event ${String(b['audit_event_id'])}\n`,
         );
       }),
