@@ -336,11 +336,9 @@ export async function getDelivery(store: Store, orgId: string, id: string): Prom
 
 /**
  * Send a delivery again, same id and same bytes, with a fresh retry budget: it becomes due now.
- * Refused (409) while one of its attempts is in flight.
- */
-/**
- * Send a delivery again. `admit` may refuse it (by throwing) in the same transaction, before it
- * is pending again: the sandbox's bound on pending mock events (claims.ts assertMockRoom).
+ * Refused (409) while one of its attempts is in flight. `admit` may refuse it (by throwing) in
+ * the same transaction, before it is pending again: the sandbox's bound on pending mock events
+ * (claims.ts mockReplayAdmission).
  */
 export async function replayDelivery(
   store: Store,
