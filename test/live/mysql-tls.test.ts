@@ -9,8 +9,8 @@
  * verify-full checks the certificate against the host name of the URL (not the address svc
  * pinned it to), verify-ca only the chain, require neither; verify-ca / verify-full without
  * options.ca trust the system store only; require and verify-* refuse a server that offers no TLS
- * before the login is sent; prefer and disable never ask for TLS (control-plane/live/mysql/index.ts
- * tlsFor).
+ * before the login is sent; prefer asks for TLS (unverified) and goes on without it only with a
+ * server that offers none; disable never asks (control-plane/live/mysql/index.ts tlsFor, connect).
  */
 import { randomBytes } from 'node:crypto';
 import t from 'tap';
@@ -88,8 +88,10 @@ if (!(await mariadbAnswers())) {
   // require and verify-ca give the driver the checked address, not the name: no SNI (tlsFor, run())
   certificateCases(certs, { rows: expectTlsRows, refused: (t, cert, host, options, why) => expectRefusedVia(t, { tls: true, cert }, host, options, why), sniUnverified: false });
 
-  t.test('prefer (the default) and disable never ask for TLS, even from a server that offers it', async (t) => {
-    await expectPlaintextRows(t, { tls: true, cert: CERTS.both }, 'prefer');
+  t.test('prefer (the default) uses TLS when the server offers it, unverified as require; disable never asks', async (t) => {
+    // prefer was plaintext on mysql even with a server offering TLS (the driver has no fallback)
+    await expectTlsRows(t, CERTS.both, 'localhost', { sslmode: 'prefer' }, false);
+    await expectTlsRows(t, CERTS.foreign, 'localhost', {}, false); // the default, and a certificate of another CA: not checked
     await expectPlaintextRows(t, { tls: true, cert: CERTS.both }, 'disable');
   });
 
@@ -103,7 +105,16 @@ if (!(await mariadbAnswers())) {
         `${sslmode}: no SSLRequest, no login in plaintext, nothing reached the database`,
       );
     }
-    for (const sslmode of ['prefer', 'disable']) await expectPlaintextRows(t, { tls: false }, sslmode);
+    await expectPlaintextRows(t, { tls: false }, 'disable');
+    // prefer: the driver refuses the greeting without TLS before sending anything, and svc connects again without it
+    const f = await front(t, { tls: false });
+    expectRows(t, probe(), await queryWith(t, urlVia('localhost', f.port), { sslmode: 'prefer' }));
+    const last = f.sessions.at(-1);
+    t.same(last, { sslRequest: false, tls: false, servername: undefined, tlsError: undefined, forwarded: true, plaintextLogin: true }, 'prefer: its rows came over a plaintext session');
+    t.ok(
+      f.sessions.slice(0, -1).every((s) => !s.sslRequest && !s.plaintextLogin),
+      'the sessions before it sent no login',
+    );
   });
 
   t.test('a connection reset during the TLS negotiation is the server unreachable (503, retry), not a credential to fix', async (t) => {

@@ -43,7 +43,7 @@ export const mysqlCredentialKind: CredentialKindDef = databaseCredentialKind({
   product: 'MySQL or MariaDB',
   schemes: ['mysql:', 'mariadb:'],
   example: EXAMPLE,
-  prefer: 'connects without TLS, as the driver cannot fall back',
+  prefer: 'TLS (the certificate unchecked, as require) when the server offers it, else without',
   parse: parseMysqlUrl,
 });
 
@@ -55,8 +55,8 @@ const typeOid = (columnType: number | undefined): number => (columnType === unde
 function tlsFor(o: DatabaseOptions): SslOptions | undefined {
   switch (o.sslmode) {
     case 'disable':
-    case 'prefer':
       return undefined;
+    case 'prefer': // asked for; a server that offers none is connected to again without (connect)
     case 'require':
       return { rejectUnauthorized: false };
     case 'verify-ca':
@@ -209,7 +209,7 @@ export class MysqlConnector implements LiveConnector {
     });
 
     const key = poolKey([ctx.credential.version ?? null, secret, ctx.credential.options, address]);
-    const conn = await this.connections.acquire(ctx.orgId, key, () => connect(settings(), secret, url), deadline, ctx.signal);
+    const conn = await this.connections.acquire(ctx.orgId, key, () => connect(settings(), secret, url, opts.sslmode === 'prefer'), deadline, ctx.signal);
     const threadId = conn.threadId;
     let timedOut = false;
     // its signal aborted before its deadline came (a KILL refused, e.g. by a password changed at
@@ -230,14 +230,15 @@ export class MysqlConnector implements LiveConnector {
         for (let i = 0; i < KILL_TRIES && !over; i++) {
           if (i > 0) await Promise.race([new Promise((r) => setTimeout(r, KILL_AGAIN_MS).unref()), overNow]);
           if (over) break;
-          const k = guarded((await mysqlDriver()).createConnection({ ...settings(), connectTimeout: 3000 }));
-          k.on('error', () => undefined);
+          // (as the statement's own connection was made: prefer goes on without TLS when the server offers none)
+          let k: Conn | undefined;
           try {
+            k = await connect({ ...settings(), connectTimeout: 3000 }, secret, url, opts.sslmode === 'prefer');
             await run1(k, `KILL QUERY ${Number(threadId)}`);
           } catch {
             // best effort: the server-side time limit stops it anyway
           } finally {
-            k.destroy();
+            k?.destroy();
           }
         }
       })();
@@ -383,7 +384,12 @@ function guarded(c: Conn): Conn {
  */
 const mysqlDriver: () => Promise<typeof import('mysql2')> = keptOnceLoaded(() => import('mysql2').then((m) => m.default));
 
-async function connect(o: ConnectionOptions, secret: string, url: DatabaseUrl): Promise<Conn> {
+/**
+ * A connection with `o`. `prefer`: TLS was asked for only because the server might offer it, and
+ * mysql2 has no fallback of its own: a server whose greeting offers none (refused by the driver
+ * before anything is sent) is connected to again without TLS, as PostgreSQL's prefer does.
+ */
+async function connect(o: ConnectionOptions, secret: string, url: DatabaseUrl, prefer = false): Promise<Conn> {
   const c = guarded((await mysqlDriver()).createConnection(o));
   c.on('error', () => undefined); // a dropped connection surfaces as the failed query
   try {
@@ -392,6 +398,10 @@ async function connect(o: ConnectionOptions, secret: string, url: DatabaseUrl): 
   } catch (err) {
     c.destroy();
     const e = err as MysqlErrorLike;
+    if (prefer && o.ssl !== undefined && e.code === 'HANDSHAKE_NO_SSL_SUPPORT') {
+      const { ssl: _, ...plain } = o;
+      return connect(plain, secret, url);
+    }
     if (e.errno !== undefined && REJECTED.has(e.errno)) return Promise.reject(credentialRejected('mysql', scrub(e.sqlMessage ?? e.message ?? '', secret, url)));
     // a server that offers no TLS (HANDSHAKE_NO_SSL_SUPPORT: its message names neither SSL nor TLS) is a TLS refusal too, not an
     // unreachable server; a socket error during the TLS negotiation (HANDSHAKE_SSL_ERROR with a syscall: a reset) is the network
