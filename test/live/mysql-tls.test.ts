@@ -85,13 +85,14 @@ if (!(await mariadbAnswers())) {
     for (const s of f.sessions) t.same(s, { sslRequest: false, tls: false, servername: undefined, tlsError: undefined, forwarded: true, plaintextLogin: true }, 'a plaintext session');
   }
 
-  // require and verify-ca give the driver the checked address, not the name: no SNI (tlsFor, run())
-  certificateCases(certs, { rows: expectTlsRows, refused: (t, cert, host, options, why) => expectRefusedVia(t, { tls: true, cert }, host, options, why), sniUnverified: false });
+  // every TLS mode sends the URL's host name as SNI, as on postgres (a server or proxy choosing its
+  // certificate, or its database, by SNI); it was sent under verify-full only
+  certificateCases(certs, { rows: expectTlsRows, refused: (t, cert, host, options, why) => expectRefusedVia(t, { tls: true, cert }, host, options, why), sniUnverified: 'localhost' });
 
   t.test('prefer (the default) uses TLS when the server offers it, unverified as require; disable never asks', async (t) => {
     // prefer was plaintext on mysql even with a server offering TLS (the driver has no fallback)
-    await expectTlsRows(t, CERTS.both, 'localhost', { sslmode: 'prefer' }, false);
-    await expectTlsRows(t, CERTS.foreign, 'localhost', {}, false); // the default, and a certificate of another CA: not checked
+    await expectTlsRows(t, CERTS.both, 'localhost', { sslmode: 'prefer' }, 'localhost');
+    await expectTlsRows(t, CERTS.foreign, 'localhost', {}, 'localhost'); // the default, and a certificate of another CA: not checked
     await expectPlaintextRows(t, { tls: true, cert: CERTS.both }, 'disable');
   });
 

@@ -1,5 +1,5 @@
 /**
- * `mysql` with sslmode=verify-full connects to the address svc checked, not to whatever the host
+ * `mysql`, in every sslmode, connects to the address svc checked, not to whatever the host
  * name resolves to at connect time: a name that answers the check with one address and the
  * driver's own lookup with another (DNS rebinding) must not reach the second. The "DNS" here is
  * Node's resolver answering a made-up name: the check's lookup (dns.promises) with 127.0.0.1, a
@@ -14,7 +14,7 @@ import { api, openConnection, signupAgent, startServer } from '../helpers/server
 
 const NAME = 'mysql-rebind.svc-test.invalid';
 
-t.test('verify-full on mysql never connects to an address other than the checked one', async (t) => {
+t.test('mysql never connects to an address other than the checked one, in any sslmode', async (t) => {
   const checked = await tcpServer(t);
   const rebound: net.Socket[] = [];
   const other = net.createServer((s) => {
@@ -47,15 +47,19 @@ t.test('verify-full on mysql never connects to an address other than the checked
 
   const srv = await startServer({ env: { SVC_LIVE_ALLOW_PRIVATE: '1' }, limits: { queryTimeoutMs: 1500 } });
   t.teardown(() => srv.close());
-  const a = await signupAgent(srv.url);
-  const reg = await api(srv.url, 'POST', '/v1/connections/credentials', {
-    key: a.key,
-    body: { connector_kind: 'mysql', secret: `mysql://reader:Rebind-Pw-1234@${NAME}:${checked.port}/shop`, options: { sslmode: 'verify-full' } },
-  });
-  t.equal(reg.status, 201, reg.text);
-  const conn = await openConnection(srv.url, a.key, 'mysql', ['read:orders']);
-  const r = await api(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: 'SELECT id FROM orders' } });
-  t.not(r.status, 200, 'the silent listener answers nothing');
-  t.equal(rebound.length, 0, 'no connection to the address the name resolved to after the check');
-  t.ok(checked.sockets.length >= 1, 'the checked address was connected to');
+  // every mode that gives the driver the host name (for its SNI and identity check) opens the socket itself
+  for (const sslmode of ['verify-full', 'verify-ca', 'require', 'prefer', 'disable']) {
+    const before = checked.sockets.length;
+    const a = await signupAgent(srv.url);
+    const reg = await api(srv.url, 'POST', '/v1/connections/credentials', {
+      key: a.key,
+      body: { connector_kind: 'mysql', secret: `mysql://reader:Rebind-Pw-1234@${NAME}:${checked.port}/shop`, options: { sslmode } },
+    });
+    t.equal(reg.status, 201, reg.text);
+    const conn = await openConnection(srv.url, a.key, 'mysql', ['read:orders']);
+    const r = await api(srv.url, 'POST', `/v1/connections/${conn}/query`, { key: a.key, body: { sql: 'SELECT id FROM orders' } });
+    t.not(r.status, 200, `${sslmode}: the silent listener answers nothing`);
+    t.equal(rebound.length, 0, `${sslmode}: no connection to the address the name resolved to after the check`);
+    t.ok(checked.sockets.length > before, `${sslmode}: the checked address was connected to`);
+  }
 });

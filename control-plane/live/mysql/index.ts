@@ -186,11 +186,11 @@ export class MysqlConnector implements LiveConnector {
     const deadline = Date.now() + ctx.limits.timeoutMs;
     const ssl = tlsFor(opts);
     const settings = (): ConnectionOptions => ({
-      // always the checked address. verify-full checks the certificate against the host name, so
-      // the driver is given the name (its TLS servername and identity check) and a socket already
-      // opened to the checked address: its own lookup of the name, which a rebinding DNS could
-      // answer with a private or metadata address, never happens
-      ...(opts.sslmode === 'verify-full' ? { host: url.host, stream: () => checkedAs(url.host, net.connect({ host: address, port: url.port, noDelay: true })) } : { host: address }),
+      // always the checked address. With TLS the driver is given the URL's host name (its SNI, and
+      // verify-full's identity check) and a socket already opened to the checked address: its own
+      // lookup of the name, which a rebinding DNS could answer with a private or metadata address,
+      // never happens
+      ...(ssl ? { host: url.host, stream: () => checkedAs(url.host, net.connect({ host: address, port: url.port, noDelay: true })) } : { host: address }),
       port: url.port,
       user: url.user,
       password: url.password,
