@@ -98,7 +98,6 @@ export async function createConnection(store: Store, catalogue: Catalogue, orgId
   if (!target.tiers.includes(tier)) {
     throw new ApiError('invalid_request', `tier ${JSON.stringify(tier)} is not offered by ${target.id}; its tiers: ${target.tiers.join(', ')}`, {
       field: 'tier',
-      in: 'body',
       allowed: target.tiers,
       tiers: target.tiers,
     });

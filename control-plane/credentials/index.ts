@@ -85,7 +85,6 @@ export class CredentialStore {
     if (!def) {
       throw new ApiError('invalid_request', `unknown connector_kind ${JSON.stringify(kind.slice(0, 100))}; kinds: ${[...this.byKind.keys()].join(', ')}`, {
         field,
-        in: 'body',
         allowed: [...this.byKind.keys()],
         kinds: [...this.byKind.keys()],
       });

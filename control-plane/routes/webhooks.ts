@@ -153,7 +153,6 @@ export function webhookRoutes(app: App, s: Services, hooks: WebhookHooks): void 
       if (!sc) {
         throw new ApiError('invalid_request', `unknown scenario_id ${JSON.stringify(body.scenario_id)}; one of: ${SCENARIOS.map((x) => x.id).join(', ')}`, {
           field: 'scenario_id',
-          in: 'body',
           allowed: SCENARIOS.map((x) => x.id),
           scenarios: SCENARIOS.map((x) => x.id),
         });
