@@ -384,12 +384,17 @@ function guarded(c: Conn): Conn {
  */
 const mysqlDriver: () => Promise<typeof import('mysql2')> = keptOnceLoaded(() => import('mysql2').then((m) => m.default));
 
+/** mysql2's connect timeout when none is given */
+const MYSQL_DRIVER_CONNECT_TIMEOUT_MS = 10_000;
+
 /**
  * A connection with `o`. `prefer`: TLS was asked for only because the server might offer it, and
  * mysql2 has no fallback of its own: a server whose greeting offers none (refused by the driver
- * before anything is sent) is connected to again without TLS, as PostgreSQL's prefer does.
+ * before anything is sent) is connected to again without TLS, as PostgreSQL's prefer does, within
+ * what is left of `o.connectTimeout` (both attempts together keep the statement's deadline).
  */
 async function connect(o: ConnectionOptions, secret: string, url: DatabaseUrl, prefer = false): Promise<Conn> {
+  const began = Date.now();
   const c = guarded((await mysqlDriver()).createConnection(o));
   c.on('error', () => undefined); // a dropped connection surfaces as the failed query
   try {
@@ -400,7 +405,8 @@ async function connect(o: ConnectionOptions, secret: string, url: DatabaseUrl, p
     const e = err as MysqlErrorLike;
     if (prefer && o.ssl !== undefined && e.code === 'HANDSHAKE_NO_SSL_SUPPORT') {
       const { ssl: _, ...plain } = o;
-      return connect(plain, secret, url);
+      const left = (o.connectTimeout ?? MYSQL_DRIVER_CONNECT_TIMEOUT_MS) - (Date.now() - began);
+      return connect({ ...plain, connectTimeout: Math.max(100, left) }, secret, url);
     }
     if (e.errno !== undefined && REJECTED.has(e.errno)) return Promise.reject(credentialRejected('mysql', scrub(e.sqlMessage ?? e.message ?? '', secret, url)));
     // a server that offers no TLS (HANDSHAKE_NO_SSL_SUPPORT: its message names neither SSL nor TLS) is a TLS refusal too, not an
