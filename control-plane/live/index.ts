@@ -22,7 +22,7 @@ export { MysqlConnector, mysqlCredentialKind, mysqlPolicy } from './mysql/index.
 export function credentialChangedWhileRunning(kind: string): ApiError {
   return new ApiError(
     'service_unavailable',
-    `the organization's ${kind} credential was replaced or deleted while this statement waited or ran: it was stopped (cancelled at its source if it had started) and not charged; retry (it runs with the current credential)`,
+    `the organization's ${kind} credential was replaced or deleted while this statement waited or ran: it was stopped (if it had started, its source was told to cancel it) and not charged; retry (it runs with the current credential)`,
     { connector_kind: kind, reason: 'credential_changed', retry_after_seconds: 1 },
     { 'Retry-After': '1' },
   );
