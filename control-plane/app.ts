@@ -327,6 +327,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     certValidityDays: config.relayCertDays,
     overlapMs: config.relayCertOverlapMs,
     tokenTtlSeconds: RELAY_DEFAULTS.tokenTtlSeconds,
+    issued: (event) => metrics.relayCertificates.inc({ event }),
   };
   relayRoutes(app, services, ca, relayOptions);
   systemRoutes(app, services, () => ({ demo: demoEngine !== undefined }));

@@ -83,6 +83,10 @@ export class Metrics {
   readonly requestSeconds = new Histogram('svc_http_request_duration_seconds', 'HTTP request latency in seconds, by method and route template.');
   readonly querySeconds = new Histogram('svc_query_duration_seconds', 'Statement latency at its backend in seconds (after the check, before settlement), by backend (demo, relay, connector) and outcome (ok, error).');
   readonly forwards = new Counter('svc_relay_forwards_total', 'Relay queries forwarded between replicas: direction sent (to the replica holding the tunnel) or served (for another replica), outcome ok or error.');
+  readonly relayCertificates = new Counter(
+    'svc_relay_certificates_issued_total',
+    "Relay certificates issued by this replica, by the relay event that records it: relay.registered (enrollment), certificate.renewed (the renew endpoint), certificate.rotated (rotate-cert, or a relay's own renewal over its tunnel).",
+  );
   private readonly gauges: GaugeSource[] = [];
   private readonly started = Date.now();
 
@@ -96,6 +100,7 @@ export class Metrics {
     this.requestSeconds.render(out);
     this.querySeconds.render(out);
     this.forwards.render(out);
+    this.relayCertificates.render(out);
     for (const g of this.gauges) {
       const values = await g.read().catch(() => undefined);
       if (!values) continue;

@@ -38,7 +38,12 @@ export interface RelayOptions {
   /** how long a replaced certificate stays valid, so a relay can switch without dropping queries */
   readonly overlapMs: number;
   readonly tokenTtlSeconds: number;
+  /** told of each certificate issued, once its transaction has committed (GET /metrics counts them) */
+  readonly issued?: (event: CertificateEvent) => void;
 }
+
+/** the relay event that records a certificate's issue (GET /v1/relays/{relay_id} lists them) */
+export type CertificateEvent = 'relay.registered' | 'certificate.renewed' | 'certificate.rotated';
 
 export const RELAY_DEFAULTS = { certValidityDays: 30, overlapMs: 24 * 3600_000, tokenTtlSeconds: 3600 } as const;
 
@@ -140,7 +145,7 @@ export async function register(store: Store, ca: RelayCa, o: RelayOptions, req: 
     throw new ApiError('unauthorized', 'unknown enrollment token; get one with POST /v1/relays/enroll-token (agent key)', { field: 'enroll_token' });
   }
   const hash = hashToken(req.enroll_token);
-  return store.tx(async (sql) => {
+  const registered = await store.tx(async (sql) => {
     const now = new Date();
     const claimed = await sql.query<{ org_id: string; name: string | null }>(
       'UPDATE relay_enroll_tokens SET used_at = $2 WHERE token_hash = $1 AND used_at IS NULL AND expires_at > $2 RETURNING org_id, name',
@@ -172,6 +177,8 @@ export async function register(store: Store, ca: RelayCa, o: RelayOptions, req: 
       serial: cert.serial,
     };
   });
+  o.issued?.('relay.registered');
+  return registered;
 }
 
 async function relayOf(sql: Sql | Store, orgId: string, relayId: string): Promise<RelayRow> {
@@ -286,7 +293,8 @@ export async function reissue(
   kind: 'renew' | 'rotate',
   opts: { presentedSerial?: string } = {},
 ): Promise<Registered> {
-  return store.tx(async (sql) => {
+  const issuedAs: CertificateEvent = kind === 'renew' ? 'certificate.renewed' : 'certificate.rotated';
+  const reissued = await store.tx(async (sql) => {
     const r = await relayOf(sql, orgId, relayId);
     if (r.revoked_at) throw new ApiError('conflict', `relay ${relayId} was deleted; enroll a new relay with a new token`);
     const now = new Date();
@@ -310,7 +318,7 @@ export async function reissue(
       }
     }
     await insertCert(sql, relayId, cert);
-    await event(sql, orgId, relayId, kind === 'renew' ? 'certificate.renewed' : 'certificate.rotated', { serial: cert.serial, not_after: cert.notAfter.toISOString(), overlap_until: overlapUntil });
+    await event(sql, orgId, relayId, issuedAs, { serial: cert.serial, not_after: cert.notAfter.toISOString(), overlap_until: overlapUntil });
     return {
       relay_id: relayId,
       name: r.name,
@@ -321,6 +329,8 @@ export async function reissue(
       serial: cert.serial,
     };
   });
+  o.issued?.(issuedAs);
+  return reissued;
 }
 
 /**

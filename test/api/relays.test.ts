@@ -10,6 +10,7 @@ import t from 'tap';
 import { ROOT } from '../cli/dist.js';
 import { generateKeyAndCsr, identityOf } from '../../pki/index.js';
 import { certificateInUse, checkCertificate } from '../../control-plane/relays/index.js';
+import { metricSample } from '../helpers/metrics.js';
 import { api, signupAgent, startServer, type TestServer } from '../helpers/server.js';
 
 let srv: TestServer;
@@ -104,6 +105,8 @@ t.test('two registrations racing with one token: exactly one wins', async (t) =>
 
 t.test('renew and rotate overlap, then the old certificate is revoked; delete revokes everything', async (t) => {
   const a = await signupAgent(srv.url);
+  const issued = (event: string): Promise<number> => metricSample(srv.url, 'svc_relay_certificates_issued_total', `{event="${event}"}`);
+  const [renewedBefore, rotatedBefore] = [await issued('certificate.renewed'), await issued('certificate.rotated')];
   const reg = await api<Registered>(srv.url, 'POST', '/v1/relays/register', { body: { enroll_token: await token(a.key), csr_pem: keyA.csrPem } });
   const relayId = reg.body.relay_id;
   const first = new X509Certificate(reg.body.certificate_pem);
@@ -132,6 +135,8 @@ t.test('renew and rotate overlap, then the old certificate is revoked; delete re
   t.match(await checkCertificate(srv.svc.store, ...ids(third), new Date(Date.now() + 25 * 3600_000)), { ok: false, reason: 'superseded' });
   t.match(await checkCertificate(srv.svc.store, ...ids(new X509Certificate(again.body.certificate_pem))), { ok: true });
   t.match(await checkCertificate(srv.svc.store, 'ab'.repeat(16), 'cd'.repeat(32)), { ok: false, reason: 'unknown' });
+  t.equal(await issued('certificate.renewed'), renewedBefore + 2, 'GET /metrics counts the two renewals');
+  t.equal(await issued('certificate.rotated'), rotatedBefore + 1, 'and the one rotation issued (not the one refused)');
   // walk-through: once its overlap window has passed, GET showed the replaced certificate as
   // `superseded` for ever, though it is refused everywhere (docs/api.md: "… then is revoked")
   await srv.svc.store.query("UPDATE relay_certificates SET overlap_until = now() - interval '1 second' WHERE serial = $1", [identityOf(third).serial]);

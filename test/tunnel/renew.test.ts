@@ -15,6 +15,7 @@ import { loadMasterKey } from '../../control-plane/secrets/index.js';
 import type { TunnelListener } from '../../control-plane/tunnel/index.js';
 import { wsTransport } from '../../protocol/relay-contract.js';
 import { RenewError, requestRenewal } from '../../relay-agent/index.js';
+import { metricSample } from '../helpers/metrics.js';
 import { api, signupAgent, startServer, type TestServer } from '../helpers/server.js';
 
 let srv: TestServer;
@@ -139,9 +140,15 @@ t.test('a superseded certificate (inside its overlap window) cannot renew, thoug
   t.not(again.serial, renewed.serial);
 });
 
+/** svc_relay_certificates_issued_total{event} on this server's GET /metrics */
+const issuedMetric = (event: string): Promise<number> => metricSample(srv.url, 'svc_relay_certificates_issued_total', `{event="${event}"}`);
+
 t.test('two renewals racing with one certificate: exactly one gets a new certificate', async (t) => {
   const a = await signupAgent(srv.url);
+  const registeredBefore = await issuedMetric('relay.registered');
   const reg = await registerRelay(a.key);
+  t.equal(await issuedMetric('relay.registered'), registeredBefore + 1, 'GET /metrics counts the enrollment');
+  const rotatedBefore = await issuedMetric('certificate.rotated');
   const results = await Promise.allSettled([requestRenewal(material(reg)), requestRenewal(material(reg)), requestRenewal(material(reg))]);
   const won = results.filter((r) => r.status === 'fulfilled');
   t.equal(won.length, 1, 'one winner');
@@ -154,6 +161,7 @@ t.test('two renewals racing with one certificate: exactly one gets a new certifi
     ['superseded', 'active'],
     'one new certificate, not three',
   );
+  t.equal(await issuedMetric('certificate.rotated'), rotatedBefore + 1, 'GET /metrics counts the one renewal issued, not the refused ones');
 });
 
 t.test('hostile renewals are refused with the upgrade reasons', async (t) => {
