@@ -2,6 +2,7 @@
  * The credential kinds of the REST targets (docs/credentials-and-live-targets.md). Validation messages say
  * what is expected and never contain the secret or any part of it.
  */
+import { X509Certificate } from 'node:crypto';
 import { ApiError } from '../../errors.js';
 import type { CredentialKindDef } from '../types.js';
 import type { FileSpec } from './files.js';
@@ -100,10 +101,34 @@ export const SALESFORCE_KIND: CredentialKindDef = {
 export const MAX_FILES = 50;
 const TABLE = /^[a-z_][a-z0-9_]{0,62}$/;
 
+/** most characters of an http-files `options.ca` (a few PEM certificates) */
+export const MAX_FILES_CA_CHARS = 65_536;
+const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g;
+
+/**
+ * The validated `options.ca` of an http-files credential (also re-checked at query time): PEM
+ * certificates of the CAs the file servers' certificates must chain to, instead of the system
+ * trust store; undefined when not given.
+ */
+export function filesCa(options: Readonly<Record<string, unknown>>): string | undefined {
+  const ca = options['ca'];
+  if (ca === undefined) return undefined;
+  const blocks = typeof ca === 'string' && ca.length <= MAX_FILES_CA_CHARS ? (ca.match(PEM_CERTIFICATE) ?? []) : [];
+  if (blocks.length === 0) return bad('options.ca', `options.ca must be PEM certificate text (-----BEGIN CERTIFICATE----- …), at most ${MAX_FILES_CA_CHARS} characters`);
+  for (const [i, pem] of blocks.entries()) {
+    try {
+      new X509Certificate(pem);
+    } catch {
+      bad('options.ca', `certificate ${i + 1} of options.ca does not parse as an X.509 certificate`);
+    }
+  }
+  return blocks.join('\n');
+}
+
 /** The validated `options.files` of an http-files credential (also re-checked at query time). */
 export function fileSpecs(options: Readonly<Record<string, unknown>>): FileSpec[] {
-  const extra = Object.keys(options).filter((k) => k !== 'files');
-  if (extra.length > 0) bad(`options.${extra[0]}`, 'http-files credentials take only options.files');
+  const extra = Object.keys(options).filter((k) => k !== 'files' && k !== 'ca');
+  if (extra.length > 0) bad(`options.${extra[0]}`, 'http-files credentials take only options.files and options.ca');
   const files = options['files'];
   if (!Array.isArray(files) || files.length === 0 || files.length > MAX_FILES) {
     return bad('options.files', `options.files must be an array of 1 to ${MAX_FILES} entries {table, url, format?}`);
@@ -141,11 +166,16 @@ export const HTTP_FILES_KIND: CredentialKindDef = {
   targets: ['http-files'],
   description: 'CSV or JSON files at HTTPS URLs, each queried as a table; optionally fetched with a bearer token.',
   secret: { description: 'a bearer token sent as Authorization: Bearer … to the files’ origin, or an empty string for public files', example: '' },
-  options: [{ name: 'files', required: true, description: `1 to ${MAX_FILES} entries {table, url, format?}: table a lower-case SQL name, url an https URL, format "csv" or "json" (from the URL's extension when left out)` }],
-  validation: 'files must name distinct tables and https URLs without user info; the token (if any) must be printable ASCII without spaces, at most 4096 characters',
+  options: [
+    { name: 'files', required: true, description: `1 to ${MAX_FILES} entries {table, url, format?}: table a lower-case SQL name, url an https URL, format "csv" or "json" (from the URL's extension when left out)` },
+    { name: 'ca', required: false, description: "PEM CA certificate(s) the file servers' certificates must chain to, for servers with a private CA (default: the system trust store)" },
+  ],
+  validation: 'files must name distinct tables and https URLs without user info; the token (if any) must be printable ASCII without spaces, at most 4096 characters; ca PEM certificate text',
   validate(secret, options) {
     if (secret !== '' && (!PRINTABLE.test(secret) || secret.length > 4096)) bad('secret', 'the bearer token must be printable ASCII without spaces (at most 4096 characters), or an empty string for none');
-    return { files: fileSpecs(options) };
+    const files = fileSpecs(options);
+    const ca = filesCa(options);
+    return { files, ...(ca !== undefined ? { ca } : {}) };
   },
 };
 

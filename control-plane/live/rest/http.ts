@@ -28,6 +28,8 @@ export interface RequestPolicy {
   readonly tooLarge?: () => ApiError;
   /** short provider error code from an error body (never free text) */
   readonly errorCode?: (body: unknown) => string | undefined;
+  /** what a TLS failure (`reason`: Node's code and message) means, when not the provider being unreachable */
+  readonly tlsFailure?: (reason: string) => ApiError;
   /** retries after the first attempt (default 4) */
   readonly retries?: number;
   /** counts requests made (tests and metrics) */
@@ -106,6 +108,7 @@ function netFailure(p: RequestPolicy, err: NetError): ApiError {
   if (err.code === 'NET_ERR_FORBIDDEN_ADDRESS' || err.code === 'NET_ERR_SCHEME' || err.code === 'NET_ERR_CREDENTIALS' || err.code === 'NET_ERR_INVALID_URL' || err.code === 'NET_ERR_URL_TOO_LONG') {
     return new ApiError('invalid_request', `the ${p.kind} address cannot be contacted: ${err.message}`, { reason: 'address_not_allowed', connector_kind: p.kind, net_code: err.code });
   }
+  if (err.code === 'NET_ERR_TLS' && p.tlsFailure) return p.tlsFailure(err.message);
   if (err.code === 'NET_ERR_RESPONSE_TOO_LARGE') {
     return p.tooLarge?.() ?? new ApiError('service_unavailable', `a ${p.provider} response was larger than ${p.maxBytes} bytes`, { reason: 'response_too_large' });
   }

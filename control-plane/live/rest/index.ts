@@ -16,7 +16,7 @@ import { ApiError } from '../../errors.js';
 import { checkAndRewrite, periodPredicate, rowFiltersOf, SqlPolicyError, type ScopedTable, type SqlPolicy } from '../../query/sql/index.js';
 import type { CredentialKindDef, LiveConnector, LiveRunContext, PreparedLiveQuery } from '../types.js';
 import { GITHUB, HUBSPOT, SALESFORCE, STRIPE } from './apis/index.js';
-import { fileSpecs, REST_CREDENTIAL_KINDS } from './credentials.js';
+import { filesCa, fileSpecs, REST_CREDENTIAL_KINDS } from './credentials.js';
 import { EnginePool, QueryDatabase, querySchema } from './engine.js';
 import { fetchTable, windowsOf, type TableFetch } from './fetch.js';
 import type { FileSpec, LoadedFile } from './files.js';
@@ -292,7 +292,8 @@ function filesConnector(config: RestConfig, engines: EnginePool, shutdown: Abort
   if (shutdown?.aborted) close();
   else shutdown?.addEventListener('abort', close, { once: true });
   /** How `count` files read at once are fetched. */
-  const filePolicy = (count: number, signal: AbortSignal, deadline: number): RequestPolicy => {
+  const filePolicy = (count: number, signal: AbortSignal, deadline: number, credential: LiveRunContext['credential']): RequestPolicy => {
+    const own = filesCa(credential.options);
     // the files one statement reads hold at most twice what one file may, together: each of them
     // its share (files are fetched at once, and an engine holds several times what it loads)
     const total = 2 * maxBytes;
@@ -301,11 +302,19 @@ function filesConnector(config: RestConfig, engines: EnginePool, shutdown: Abort
       provider: 'the file server',
       kind: 'http-files',
       allowPrivate: config.httpFilesAllowPrivate === true,
-      ca: config.ca,
+      // the credential's own CAs replace the system trust store (as a verify-ca database's do)
+      ca: own !== undefined && config.ca !== undefined ? `${own}\n${config.ca}` : (own ?? config.ca),
       signal,
       deadline,
       maxBytes: each,
       retries: 2,
+      // the customer's own server: a certificate svc does not trust is theirs to fix, not a retry
+      tlsFailure: (reason: string) =>
+        new ApiError(
+          'invalid_request',
+          `TLS to the file server failed (${reason}); ${own !== undefined ? "check that options.ca holds the CA that issued the server's certificate" : 'if the server uses a private CA, register its certificate as options.ca'}`,
+          { reason: 'credential_rejected', connector_kind: 'http-files' },
+        ),
       tooLarge: () =>
         new ApiError(
           'invalid_request',
@@ -340,7 +349,7 @@ function filesConnector(config: RestConfig, engines: EnginePool, shutdown: Abort
       if (wanted.length === 0) return { tables: [], missing, truncated: false };
       const release = await admitted(listings, ctx.orgId, signal, deadline);
       try {
-        const reads = await downloads.admit(fileReads(ctx, wanted, filePolicy(wanted.length, signal, deadline)), downloadsBusy);
+        const reads = await downloads.admit(fileReads(ctx, wanted, filePolicy(wanted.length, signal, deadline, ctx.credential)), downloadsBusy);
         try {
           const loaded = await settleAll([...reads.loaded]);
           return { tables: wanted.map((f, i) => definedTable(f.table, loaded[i]?.columns ?? [], () => true)), missing, truncated: false };
@@ -364,7 +373,7 @@ function filesConnector(config: RestConfig, engines: EnginePool, shutdown: Abort
       }
       const wanted = q.tables.map((name) => files.get(name) as FileSpec);
       // the place comes before the engine: a statement holding an engine never waits for a place
-      const reads = await downloads.admit(fileReads(ctx, wanted, filePolicy(q.tables.length, signal, deadline)), downloadsBusy);
+      const reads = await downloads.admit(fileReads(ctx, wanted, filePolicy(q.tables.length, signal, deadline, ctx.credential)), downloadsBusy);
       try {
         return await withDatabase(q, ctx, engines, signal, async (opening) => {
           try {
