@@ -61,13 +61,26 @@ if (!(await mariadbAnswers())) {
     const cross = await query(a.key, conn, `SELECT o.id FROM ${other}.orders o`);
     t.equal(cross.status, 200, cross.text);
     t.same(cross.body.rows, [{ id: 42 }]);
-    t.match(cross.body.scope_applied.row_filters[`${other}.orders`], /`id` = 42/);
+    t.match(cross.body.scope_applied.row_filters[`${other}.orders`], /`id` = '42'/);
     // column names that are an object's own machinery are plain keys (mysql2's generated parser
     // refused them and the query failed as a lost connection)
     const proto = await query(a.key, conn, 'SELECT id AS `__proto__`, 2 AS `constructor`, 3 AS `__defineGetter__` FROM orders ORDER BY id LIMIT 1');
     t.equal(proto.status, 200, proto.text);
     t.match(proto.text, /"__proto__":\d+/);
     t.match(proto.text, /"__defineGetter__":3/);
+  });
+
+  t.test('a filter value of digits keeps only rows whose column equals it, on a text column too', async (t) => {
+    // unquoted, `tenant = 5` compares as numbers: MySQL reads '5abc', '05', ' 5' and '5e0' as 5
+    await admin.query(`CREATE TABLE ${dbName}.accounts (id INT PRIMARY KEY, tenant VARCHAR(20) NOT NULL)`);
+    await admin.query(`INSERT INTO ${dbName}.accounts VALUES (1, '5'), (2, '5abc'), (3, '05'), (4, ' 5'), (5, '5e0'), (6, '6')`);
+    const a = await agent();
+    const conn = await openConnection(srv.url, a.key, 'mysql', ['read:accounts', 'filter:accounts.tenant=5', 'read:orders', 'filter:orders.id=42']);
+    const r = await query(a.key, conn, 'SELECT id, tenant FROM accounts ORDER BY id');
+    t.equal(r.status, 200, r.text);
+    t.same(r.body.rows, [{ id: 1, tenant: '5' }], "only tenant '5': no other tenant's rows");
+    const n = await query(a.key, conn, 'SELECT id FROM orders');
+    t.same(n.body.rows, [{ id: 42 }], 'on an integer column the value still matches the number');
   });
 
   t.test('hostile statements are refused or contained', async (t) => {

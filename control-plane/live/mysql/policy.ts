@@ -44,9 +44,12 @@ export function quoteMysqlIdent(name: string): string {
   return '`' + name.replace(/`/g, '``') + '`';
 }
 
-/** A literal for a filter value: only characters that need no escaping in any sql_mode. */
+/**
+ * A literal for a filter value: only characters that need no escaping in any sql_mode. Always a
+ * string, never a bare number: MySQL compares a text column with a number as numbers, so
+ * `tenant = 5` would also keep '5abc', '05' and ' 5'; `'5'` still equals 5 on a numeric column.
+ */
 function mysqlLiteral(value: string): string {
-  if (/^-?\d{1,18}$/.test(value)) return value;
   if (/['\\\u0000-\u001f]/.test(value)) {
     return `X'${Buffer.from(value, 'utf8').toString('hex')}'`; // a hex literal needs no escaping at all
   }
