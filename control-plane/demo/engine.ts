@@ -9,7 +9,7 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { EmbeddedError, EmbeddedPostgres, IMAGE_INITDB, IMAGE_ONLY_POSTGRES, siblingModule } from '../embedded/index.js';
+import { EmbeddedError, EmbeddedPostgres, IMAGE_INITDB, IMAGE_ONLY_POSTGRES, siblingModule, valueTooLargeToBuild } from '../embedded/index.js';
 import { VALUE_TOO_DEEP_CODE, valueTooDeep, type ReadQueryResult } from '../results/index.js';
 import { unpackImage, type DataImage } from '../embedded/image-fs.js';
 import { imageFilePath, readImageFile, saveImageFile } from '../embedded/image-file.js';
@@ -332,7 +332,7 @@ export class EmbeddedDemoEngine implements DemoEngine {
         await this.holdBack(tenantKey(q));
         throw new DemoQueryError('DEMO_ERR_TIMEOUT', `the statement ran past its ${q.timeoutMs} ms deadline and was cancelled`);
       }
-      if (err instanceof EmbeddedError && (err.sqlState === '53200' || err.sqlState === '54000')) {
+      if (err instanceof EmbeddedError && valueTooLargeToBuild(err)) {
         // a value or row the engine cannot build (e.g. repeat('x', 600000000)); its WASM heap is
         // not trusted with the next query: the engine is replaced (finally, below), and like a
         // statement stopped at its deadline, its sender is held back until the replacement is warm

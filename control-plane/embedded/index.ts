@@ -34,6 +34,22 @@ export class EmbeddedError extends Error {
 }
 
 /**
+ * "Program limit exceeded" (54000) checks that allocate nothing and leave the engine as it was:
+ * `chr(0)`, an array of more than 6 dimensions. Every other 54000
+ * is a value too large to build, as 53200 (out of memory) is.
+ */
+const CHEAP_LIMIT_MESSAGES = /^(null character not permitted|number of array dimensions \(\d+\) exceeds the maximum allowed)/;
+
+/**
+ * Whether the engine failed to build a value or row too large for it (`out_of_memory`: its heap is
+ * not trusted with the next statement), rather than rejected the statement.
+ */
+export function valueTooLargeToBuild(err: EmbeddedError): boolean {
+  if (err.sqlState === '53200') return true;
+  return err.sqlState === '54000' && !CHEAP_LIMIT_MESSAGES.test(err.message);
+}
+
+/**
  * The URL of a sibling module of `base` (an `import.meta.url`): `name.ts` when running from
  * TypeScript sources (tests), `name.js` when compiled.
  */

@@ -17,7 +17,7 @@ import fs from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { EmbeddedError, EmbeddedPostgres, IMAGE_INITDB, IMAGE_ONLY_POSTGRES } from '../../embedded/index.js';
+import { EmbeddedError, EmbeddedPostgres, IMAGE_INITDB, IMAGE_ONLY_POSTGRES, valueTooLargeToBuild } from '../../embedded/index.js';
 import { VALUE_TOO_DEEP_CODE, valueTooDeep, type ReadQueryResult } from '../../results/index.js';
 import { unpackImage, type DataImage } from '../../embedded/image-fs.js';
 import { imageFilePath, readImageFile, saveImageFile } from '../../embedded/image-file.js';
@@ -380,7 +380,7 @@ export class QueryDatabase {
       }
       if (err instanceof EmbeddedError) {
         if (err.sqlState === VALUE_TOO_DEEP_CODE) throw valueTooDeep();
-        if (err.sqlState === '53200' || err.sqlState === '54000') {
+        if (valueTooLargeToBuild(err)) {
           this.failed = true; // a WASM heap that ran out is not trusted with the next query
           // the engine could not build a value or row (e.g. repeat('x', 600000000)): the engine is
           // fine, the statement asks for too much; nothing of it reached the control plane
