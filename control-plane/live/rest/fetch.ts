@@ -20,10 +20,16 @@ export interface TableFetch {
   readonly requests: number;
 }
 
+/**
+ * An interval bound in epoch ms. `period:9999` ends at 10000-01-01, which Date.parse reads only in
+ * the expanded form (+010000-…): written with five digits it is NaN.
+ */
+const boundMs = (iso: string): number => Date.parse(/^\d{5}-/.test(iso) ? `+0${iso}` : iso);
+
 /** Period intervals as disjoint, sorted windows (overlapping or touching ones merged). */
 export function windowsOf(periods: readonly Interval[]): Window[] | null {
   if (periods.length === 0) return null;
-  const ws = periods.map((p) => ({ start: Date.parse(p.start), end: Date.parse(p.end) })).sort((a, b) => a.start - b.start);
+  const ws = periods.map((p) => ({ start: boundMs(p.start), end: boundMs(p.end) })).sort((a, b) => a.start - b.start);
   const out: { start: number; end: number }[] = [];
   for (const w of ws) {
     const last = out[out.length - 1];
