@@ -45,10 +45,14 @@ export class TokenBuckets {
 
   /** The seconds `key` must wait for a token (0 when one is there), without taking it. */
   wait(key: string, now = performance.now()): number {
-    const b = this.buckets.get(key);
-    if (!b) return 0;
-    const tokens = Math.min(this.burst, b.tokens + Math.max(0, now - b.at) * this.ratePerMs);
+    const tokens = this.tokens(key, now);
     return tokens >= 1 ? 0 : Math.max(1, Math.ceil((1 - tokens) / this.ratePerMs / 1000));
+  }
+
+  /** The tokens in `key`'s bucket now, without taking any. */
+  tokens(key: string, now = performance.now()): number {
+    const b = this.buckets.get(key);
+    return b ? Math.min(this.burst, b.tokens + Math.max(0, now - b.at) * this.ratePerMs) : this.burst;
   }
 
   /** Forget buckets that have refilled completely. */
@@ -75,6 +79,8 @@ export interface RateBuckets {
   wait(key: string): Promise<number>;
   /** {@link wait} for a request that goes on when it is 0 and may then take: `done()` once it has ended. */
   admit(key: string): Promise<Admission>;
+  /** The tokens in `key`'s bucket now and the seconds to wait for one (0 when one is there), without taking any. */
+  look(key: string): Promise<{ readonly tokens: number; readonly wait: number }>;
 }
 
 class MemoryBuckets implements RateBuckets {
@@ -90,6 +96,9 @@ class MemoryBuckets implements RateBuckets {
   }
   async admit(key: string): Promise<Admission> {
     return { wait: this.buckets.wait(key), done: nothingToEnd };
+  }
+  async look(key: string): Promise<{ tokens: number; wait: number }> {
+    return { tokens: this.buckets.tokens(key), wait: this.buckets.wait(key) };
   }
 }
 
@@ -220,6 +229,15 @@ export class StoreBuckets implements RateBuckets {
     return { wait: this.secondsFor(Number(row.tokens)), done: nothingToEnd };
   }
 
+  async look(key: string): Promise<{ tokens: number; wait: number }> {
+    const refused = this.refusedUntil.get(key);
+    const now = performance.now();
+    if (refused !== undefined && refused.until > now) return { tokens: 0, wait: Math.max(1, Math.ceil((refused.tokenAt - now) / 1000)) };
+    const [row] = await this.store.query<{ tokens: number }>(PEEK, [`${this.kind}:${key}`, this.burst, this.perSecond]);
+    const tokens = row ? Number(row.tokens) : this.burst;
+    return { tokens, wait: tokens >= 1 ? 0 : this.secondsFor(tokens) };
+  }
+
   private secondsFor(tokens: number): number {
     return Math.max(1, Math.ceil((1 - tokens) / this.perSecond));
   }
@@ -281,14 +299,40 @@ export function registerRateLimits(app: FastifyInstance, limits: RateLimits, sto
  */
 export const REFUSALS_OPEN_MS = 1000;
 
+/** What {@link RefusalBudget.check} let through: one statement, until it has ended. */
+export interface RefusalTicket {
+  /** The statement was refused (not charged): it counts against the key's budget. */
+  refused(): Promise<void>;
+  /** The statement has ended (after {@link refused}, if it was). Once. */
+  ended(): void;
+}
+
+const FREE_TICKET: RefusalTicket = { refused: async () => undefined, ended: () => undefined };
+
+/** one key's statements let through here that have not ended, and who waits for one of them to end */
+interface Running {
+  running: number;
+  readonly waiting: (() => void)[];
+}
+
 /**
  * Refused statements (`invalid_sql`, `scope_violation`) cost the service a parse and a check but
  * nothing else, so each agent key has a budget of them: `perMinute` a minute with a burst of
  * half that. Over it, the key's queries are answered `429 rate_limited` before any parsing until
  * the budget refills. 0 disables.
+ *
+ * Whether a statement will be refused is known only once it has been checked, so the budget is
+ * looked at before and charged after. A key's statement that runs alone here is let through on
+ * one look (or none, see {@link StoreBuckets}); one arriving while others of the key run here is
+ * let through only while the budget's tokens are more than those running, and otherwise waits
+ * for one of them to end, then looks again. (Review: statements sent together were each let
+ * through on a look made before any of them was refused and charged: 30 at once with a burst of
+ * 10 were all parsed.) Nothing is held in the budget for a running statement, so statements of
+ * the key that are not refused never make it refuse others, here or on other replicas.
  */
 export class RefusalBudget {
   private readonly buckets: RateBuckets | undefined;
+  private readonly keys = new Map<string, Running>();
 
   /** `store`: shared through it when it is PostgreSQL (see {@link rateBuckets}). */
   constructor(
@@ -299,27 +343,77 @@ export class RefusalBudget {
   }
 
   /**
-   * Throws 429 when `keyId` has used up its refusals; else returns what to call once the query it
-   * let through has ended (after its {@link charge}, if refused): until then the key's other
-   * queries on this replica ask the store (see {@link StoreBuckets}).
+   * Throws 429 when `keyId` has used up its refusals; else lets its statement through: call the
+   * ticket's `refused()` if it was refused, and `ended()` once it has ended.
    */
-  async check(keyId: string): Promise<() => void> {
-    const admitted = await this.buckets?.admit(keyId);
-    const wait = admitted?.wait ?? 0;
-    if (wait > 0) {
-      throw new ApiError(
-        'rate_limited',
-        `too many refused statements with this agent key (the budget is ${this.perMinute} a minute); fix the statement (see the earlier errors' messages) and retry after ${wait} s`,
-        { retry_after_seconds: wait, reason: 'refused_statements' },
-        { 'Retry-After': String(wait) },
-      );
+  async check(keyId: string): Promise<RefusalTicket> {
+    const buckets = this.buckets;
+    if (!buckets) return FREE_TICKET;
+    for (;;) {
+      let k = this.keys.get(keyId);
+      if (!k) this.keys.set(keyId, (k = { running: 0, waiting: [] }));
+      if (k.running === 0) {
+        k.running++;
+        let admitted: Admission;
+        try {
+          admitted = await buckets.admit(keyId);
+        } catch (err) {
+          this.leave(keyId, k);
+          throw err;
+        }
+        if (admitted.wait === 0) return this.ticket(buckets, keyId, k, admitted.done);
+        this.leave(keyId, k);
+        throw this.over(admitted.wait);
+      }
+      const { tokens, wait } = await buckets.look(keyId);
+      if (wait > 0) throw this.over(wait);
+      const now = this.keys.get(keyId);
+      if (now === undefined || now.running === 0) continue; // those running here ended meanwhile: look again, alone
+      if (tokens - now.running >= 1) {
+        now.running++;
+        return this.ticket(buckets, keyId, now, nothingToEnd);
+      }
+      // as many of the key's statements run here as the budget has tokens: wait for one to end
+      await new Promise<void>((r) => now.waiting.push(r));
     }
-    return admitted?.done ?? nothingToEnd;
   }
 
   /** Counts one refused statement against `keyId`. */
   async charge(keyId: string): Promise<void> {
     await this.buckets?.take(keyId);
+  }
+
+  private ticket(buckets: RateBuckets, keyId: string, k: Running, done: () => void): RefusalTicket {
+    let refused = false;
+    let ended = false;
+    return {
+      refused: async () => {
+        if (refused || ended) return;
+        refused = true;
+        await buckets.take(keyId);
+      },
+      ended: () => {
+        if (ended) return;
+        ended = true;
+        done();
+        this.leave(keyId, k);
+      },
+    };
+  }
+
+  private leave(keyId: string, k: Running): void {
+    k.running--;
+    for (const wake of k.waiting.splice(0)) wake();
+    if (k.running === 0 && this.keys.get(keyId) === k) this.keys.delete(keyId);
+  }
+
+  private over(wait: number): ApiError {
+    return new ApiError(
+      'rate_limited',
+      `too many refused statements with this agent key (the budget is ${this.perMinute} a minute); fix the statement (see the earlier errors' messages) and retry after ${wait} s`,
+      { retry_after_seconds: wait, reason: 'refused_statements' },
+      { 'Retry-After': String(wait) },
+    );
   }
 }
 

@@ -152,9 +152,9 @@ export function connectionRoutes(app: App, s: Services): void {
     },
     async (req, reply) => {
       const { orgId, keyId } = principalOf(req);
-      // ended() once the query has ended (charged if refused): meanwhile the key's next queries
-      // here ask the store whether its refusal budget is open (http/rate-limit.ts StoreBuckets)
-      const ended = await refusals.check(keyId);
+      // refused() if the statement was refused, ended() once it has ended: meanwhile the key's next
+      // queries here are let through only while its refusal budget covers them (http/rate-limit.ts RefusalBudget)
+      const refusal = await refusals.check(keyId);
       // the agent closing its connection before the answer stops the statement at its source
       const gone = new AbortController();
       const stopWatching = whenCallerLeaves(req, reply, () => gone.abort(clientClosed()));
@@ -165,11 +165,11 @@ export function connectionRoutes(app: App, s: Services): void {
         req.principalCached = false;
         // refused statements cost nothing, so they count against the key's budget; a statement that
         // ran at its source before it failed was charged instead
-        if (isApiError(err) && (err.code === 'invalid_sql' || err.code === 'scope_violation') && typeof err.details?.['cost_cents'] !== 'number') await refusals.charge(keyId).catch(() => undefined); // the refusal is the answer, whatever the budget's store says
+        if (isApiError(err) && (err.code === 'invalid_sql' || err.code === 'scope_violation') && typeof err.details?.['cost_cents'] !== 'number') await refusal.refused().catch(() => undefined); // the refusal is the answer, whatever the budget's store says
         throw err;
       } finally {
         stopWatching();
-        ended();
+        refusal.ended();
       }
     },
   );

@@ -21,7 +21,7 @@ import { api, embeddedStore, openConnection, realPostgresAvailable, signupAgent 
 /** whether `keyId`'s next query is let through (true) or answered 429 (false) */
 async function admitted(budget: RefusalBudget, keyId: string): Promise<boolean> {
   try {
-    await budget.check(keyId);
+    (await budget.check(keyId)).ended();
     return true;
   } catch (err) {
     if ((err as { code?: string }).code === 'rate_limited') return false;
@@ -105,20 +105,20 @@ t.test('a look at the store made while a take of this replica is on its way does
 t.test('one query at a time still asks the store once a moment; one arriving beside it asks again', async (t) => {
   const { store: shared, peeks } = countingPeeks(await embeddedStore(t), 'postgres');
   const a = new RefusalBudget(4, shared);
-  (await a.check('k'))();
+  (await a.check('k')).ended();
   const lent = await a.check('k');
   t.equal(peeks(), 1, 'the second query is let through on what the first found');
   const beside = await a.check('k');
   t.equal(peeks(), 2, 'a query arriving while it runs asks the store');
-  beside();
-  lent();
-  lent(); // a second call ends nothing more
+  beside.ended();
+  lent.ended();
+  lent.ended(); // a second call ends nothing more
   const next = await a.check('k');
   t.equal(peeks(), 2, 'once it has ended, the next is let through on what was found');
   const again = await a.check('k');
   t.equal(peeks(), 3, 'and again one beside it asks the store (the second ended() of the first did not end this one)');
-  again();
-  next();
+  again.ended();
+  next.ended();
 });
 
 if (!(await realPostgresAvailable())) {
