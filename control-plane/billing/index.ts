@@ -165,7 +165,8 @@ export async function credit(sql: Sql, orgId: string, amountNc: number, kind: 't
  * like money: a trial query holds what it may return (alone, the response cap; beside other
  * running trial queries, at most TRIAL_EGRESS_SHARE) and its answer is capped to that, with used
  * + held never past the allowance plus one response cap, so trial-billed egress passes the
- * allowance by at most one answer at any concurrency. When nothing is left to hold, this query
+ * allowance by at most one response cap at any concurrency (queries reserved before it was used
+ * up may all end past it). When nothing is left to hold, this query
  * waits for a running one to settle (up to `waitMs`), then tries the wallet.
  */
 /** What `reserve` found revoked (read fresh, before anything is held): nothing was reserved. */
