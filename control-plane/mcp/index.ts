@@ -25,13 +25,19 @@ const JsonRpcErrorSchema = Type.Object(
     error: Type.Object({ code: Type.Integer(), message: Type.String(), data: Type.Optional(Type.Unknown()) }),
     id: Type.Null(),
   },
-  { description: 'a JSON-RPC 2.0 error: -32700 (parse error) for a body that is no JSON text, as the MCP transport answers it' },
+  { description: 'a JSON-RPC 2.0 error: -32700 (parse error) for a body that is no JSON text, as the MCP transport answers it; -32600 (invalid request) for an empty batch' },
 );
 
 /** The JSON-RPC error body of a message that cannot be read (code -32700), as the SDK's transport writes it. */
 function jsonRpcParseError(detail: string): { jsonrpc: '2.0'; error: { code: number; message: string }; id: null } {
   return { jsonrpc: '2.0', error: { code: -32700, message: `Parse error: ${detail}` }, id: null };
 }
+
+/**
+ * An empty batch is JSON-RPC 2.0's "Invalid Request" (-32600), answered with one error; the SDK's
+ * transport took it for a batch of notifications only and answered 202 with nothing.
+ */
+const EMPTY_BATCH = { jsonrpc: '2.0', error: { code: -32600, message: 'Invalid Request: an empty batch; send one JSON-RPC request, or an array of at least one' }, id: null } as const;
 
 interface McpParts {
   readonly createMcpServer: typeof import('./server.js').createMcpServer;
@@ -116,6 +122,7 @@ export function mcpRoutes(app: App, closing: () => boolean): void {
         },
       },
       async (req, reply) => {
+        if (Array.isArray(req.body) && req.body.length === 0) return reply.code(400).type('application/json; charset=utf-8').send(EMPTY_BATCH);
         const { createMcpServer, Transport } = await mcpParts();
         const authorization = req.headers.authorization ?? '';
         // the client leaving before its answer stops the tool calls it started

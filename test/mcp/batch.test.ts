@@ -65,3 +65,14 @@ t.test('a batch whose client leaves after one call is answered: that call stays 
   t.match(events.find((e) => /slow/.test(e.sql_executed ?? '')), { outcome: 'error', error_code: 'client_closed_request' });
   await until('the calls are forgotten', () => inProcessCalls() === 0);
 });
+
+t.test('an empty batch is a JSON-RPC Invalid Request, answered with one error', async (t) => {
+  // the transport took [] for a batch of notifications only: 202 and no answer (an auditor's check)
+  const a = await signupAgent(srv.url, 'Empty Batch Org');
+  const r = await api<{ jsonrpc: string; error?: { code: number; message: string }; id: null }>(srv.url, 'POST', '/mcp', { key: a.key, body: [], headers: MCP_HEADERS });
+  t.equal(r.status, 400, r.text);
+  t.equal(r.body.jsonrpc, '2.0');
+  t.equal(r.body.error?.code, -32600);
+  t.match(r.body.error?.message, /^Invalid Request: an empty batch/);
+  t.equal(r.body.id, null);
+});
