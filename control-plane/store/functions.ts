@@ -227,3 +227,17 @@ ${CHAIN_LINK}  IF p_count THEN
   o_outcome := 'ok';
 END
 $fn$`;
+
+/**
+ * svc_settle as migration 18 replaces it, with the same parameters and answers but one: a
+ * connection is expired once its expiry has passed by the caller's clock (p_now) or by the
+ * store's, whichever is later. Replicas judged expiry by their own clocks alone, so one whose
+ * clock lagged the others' could answer a connection for up to that lag past its expiry.
+ */
+export const SETTLE_STORE_CLOCK = storeClockExpiry(SETTLE_ONE_WRITE);
+
+function storeClockExpiry(settle: string): string {
+  const before = "WHEN v_conn.expires_at <= p_now THEN 'expired'";
+  if (!settle.includes(before)) throw new Error('svc_settle: its expiry check was not found');
+  return settle.replace(before, "WHEN v_conn.expires_at <= greatest(p_now, clock_timestamp()) THEN 'expired'");
+}

@@ -4,7 +4,7 @@
  * Never edit a released migration: add the next one.
  */
 import { StoreError, type Store } from './types.js';
-import { QUERY_PATH_FUNCTIONS, SETTLE_ONE_WRITE } from './functions.js';
+import { QUERY_PATH_FUNCTIONS, SETTLE_ONE_WRITE, SETTLE_STORE_CLOCK } from './functions.js';
 
 export interface Migration {
   readonly version: number;
@@ -343,6 +343,12 @@ CREATE TABLE topup_requests (
     // billing/index.ts sweepTopupKeys: every minute, the keys older than 24 h across organizations
     name: 'top-up idempotency keys by age, for their sweep',
     sql: `CREATE INDEX topup_requests_created_at ON topup_requests (created_at);`,
+  },
+  {
+    version: 18,
+    // a replica whose clock lags the store's no longer answers a connection past its expiry
+    name: "svc_settle judges expiry by the later of the caller's clock and the store's",
+    sql: [SETTLE_STORE_CLOCK],
   },
 ];
 

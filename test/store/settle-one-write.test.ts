@@ -8,43 +8,19 @@
  * The same scenario runs on a store at migration 13 and on one at 14; everything they write is
  * compared but the store's clock (`at` in each event, hence its hash), and each chain verifies.
  */
-import fs from 'node:fs/promises';
-import path from 'node:path';
 import t from 'tap';
 import { PendingEvent, verifyConnection } from '../../control-plane/audit/index.js';
 import { reserve, settleQuery, type Reservation, type SettleQuery } from '../../control-plane/billing/index.js';
-import { openEmbeddedStore } from '../../control-plane/store/embedded.js';
 import { MIGRATIONS, migrate, type Store } from '../../control-plane/store/index.js';
-import { openPostgresStore } from '../../control-plane/store/postgres.js';
-import { freshDatabase, realPostgresAvailable, tempDir } from '../helpers/server.js';
+import { realPostgresAvailable } from '../helpers/server.js';
+import { migratedStore, type StoreKind } from '../helpers/store-kinds.js';
 import { orgAndConnection } from '../helpers/store-rows.js';
 import type { TapTest } from '../helpers/tap.js';
 
 const V13 = MIGRATIONS.findIndex((m) => m.version === 13) + 1;
 
-type Kind = 'embedded' | 'postgres';
-
 /** a store migrated up to `upTo` migrations (of MIGRATIONS) */
-async function storeAt(t: TapTest, kind: Kind, upTo: number): Promise<Store> {
-  let store: Store;
-  if (kind === 'embedded') {
-    const dir = await tempDir();
-    store = await openEmbeddedStore(path.join(dir, 'state'));
-    t.teardown(async () => {
-      await store.close();
-      await fs.rm(dir, { recursive: true, force: true });
-    });
-  } else {
-    const db = await freshDatabase('svc_settle14');
-    store = await openPostgresStore(db.url);
-    t.teardown(async () => {
-      await store.close();
-      await db.drop();
-    });
-  }
-  await migrate(store, MIGRATIONS.slice(0, upTo));
-  return store;
-}
+const storeAt = (t: TapTest, kind: StoreKind, upTo: number): Promise<Store> => migratedStore(t, kind, MIGRATIONS.slice(0, upTo), 'svc_settle14');
 
 /** what a scenario leaves, but the clock: outcomes, rows of money and counters, each event's body without `at` */
 type Trace = unknown[];
