@@ -202,6 +202,20 @@ t.test('a retry after a 500 and a replay: same id and bytes, a fresh signed time
   t.match(failed.body['data'], { delivery_id: lost, failed_event: 'claim.denied' });
 });
 
+t.test('chaos profiles: faulted attempts are signed like any other', async (t) => {
+  const agent = await signupAgent(srv.url, 'Chaos Verifiers');
+  const { rx, secret, whsec } = await receiver(t, agent);
+  for (const profile of [{ mode: 'transient_503', failures: 1 }, { mode: 'slow', delay_ms: 200 }]) {
+    t.equal((await api(srv.url, 'PATCH', '/v1/sandbox/webhook-reliability', { key: agent.key, body: profile })).status, 200);
+    const id = await mock(agent);
+    await rx.until(() => rx.of(id).length === (profile.mode === 'slow' ? 1 : 2));
+    rx.of(id).forEach((g, i) => {
+      verified(t, g, secret, whsec, `${profile.mode}, attempt ${i + 1}`);
+      t.equal(g.headers['x-service-chaos'], i === 0 ? profile.mode : undefined, `${profile.mode}, attempt ${i + 1}: X-Service-Chaos only on a faulted attempt`);
+    });
+  }
+});
+
 t.test('a chosen secret, a new secret while a delivery is retried, and a connection override', async (t) => {
   const agent = await signupAgent(srv.url, 'Chosen Secrets');
   const chosen = `svcsec_${'+/=!~"\\'.repeat(5)}AbZ09`;
