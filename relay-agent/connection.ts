@@ -11,7 +11,7 @@ import WebSocket from 'ws';
 import { CloseCode, Session, type GoawayInfo, type IncomingQuery, type SessionCloseInfo, type SessionOptions, type Transport } from '../protocol/index.js';
 import { isPermanentClose, isPermanentRefusal, RELAY_FEATURES, wsTransport } from '../protocol/relay-contract.js';
 import { tlsClientOptions } from '../pki/index.js';
-import type { LoadedConfig } from './enroll.js';
+import { tunnelUrlProblem, type LoadedConfig } from './enroll.js';
 import { RelayError } from './errors.js';
 import { RELAY_AGENT_VERSION } from './version.js';
 
@@ -176,13 +176,12 @@ export function wsDialer(material: DialMaterial | (() => DialMaterial), o: WsDia
   return (signal) =>
     new Promise<Transport>((resolve, reject) => {
       const cfg = typeof material === 'function' ? material() : material;
-      let url: URL;
-      try {
-        url = new URL(cfg.tunnel_url);
-      } catch {
-        reject(new DialError(`tunnel_url is not a URL: ${cfg.tunnel_url}`, { permanent: true }));
+      const badUrl = tunnelUrlProblem(cfg.tunnel_url);
+      if (badUrl !== null) {
+        reject(new DialError(badUrl, { permanent: true }));
         return;
       }
+      const url = new URL(cfg.tunnel_url);
       const host = url.hostname.replace(/^\[|\]$/g, '');
       const ws = new WebSocket(cfg.tunnel_url, {
         ...tlsClientOptions({ keyPem: cfg.keyPem, certPem: cfg.certPem, caCertPem: cfg.caCertPem }),

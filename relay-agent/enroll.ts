@@ -122,6 +122,8 @@ export async function enroll(opts: EnrollOptions): Promise<EnrollResult> {
   if (!r || !isStr(r.relay_id) || !isStr(r.certificate_pem) || !isStr(r.ca_certificate_pem) || !isStr(r.tunnel_url) || !isStr(r.expires_at)) {
     throw new RelayError('RELAY_ERR_BAD_RESPONSE', 'the control plane answered 201 without relay_id, certificate_pem, ca_certificate_pem, tunnel_url and expires_at');
   }
+  const badUrl = tunnelUrlProblem(r.tunnel_url);
+  if (badUrl !== null) throw new RelayError('RELAY_ERR_BAD_RESPONSE', `the control plane answered 201 with an unusable tunnel: ${badUrl}; nothing was written`);
   const config: RelayConfig = { relay_id: r.relay_id, tunnel_url: r.tunnel_url, control_plane: controlPlane, expires_at: r.expires_at };
 
   mkdirSync(dir, { recursive: true, mode: 0o700 });
@@ -225,6 +227,21 @@ export function finishInterruptedRenewal(configDir: string): string | null {
   return `finished an interrupted certificate renewal: the renewed key and certificate are in place`;
 }
 
+/**
+ * Why `tunnelUrl` cannot be dialled (null: it can). The tunnel is mutual TLS or nothing: over
+ * `ws://` ws would connect in the clear, check no server certificate and present none, so
+ * whoever answered there could send statements and read their rows.
+ */
+export function tunnelUrlProblem(tunnelUrl: string): string | null {
+  let u: URL;
+  try {
+    u = new URL(tunnelUrl);
+  } catch {
+    return `tunnel_url is not a URL: ${tunnelUrl}`;
+  }
+  return u.protocol === 'wss:' ? null : `tunnel_url must be wss:// (the tunnel is mutual TLS), got ${tunnelUrl}`;
+}
+
 /** Reads what enroll wrote (and what renewals replaced); `log` hears about a finished interrupted renewal. */
 export function loadConfig(configDir: string, log?: (line: string) => void): LoadedConfig {
   try {
@@ -250,6 +267,8 @@ export function loadConfig(configDir: string, log?: (line: string) => void): Loa
   if (!isStr(cfg.relay_id) || !isStr(cfg.tunnel_url) || !isStr(cfg.expires_at)) {
     throw new RelayError('RELAY_ERR_CONFIG_INVALID', `${join(configDir, RELAY_JSON)} lacks relay_id, tunnel_url or expires_at`);
   }
+  const badUrl = tunnelUrlProblem(cfg.tunnel_url);
+  if (badUrl !== null) throw new RelayError('RELAY_ERR_CONFIG_INVALID', `${join(configDir, RELAY_JSON)}: ${badUrl}; enroll again (svc-relay enroll --force)`);
   const keyPem = readKeyFile(configDir);
   const certPem = read(CERT_FILE);
   const caCertPem = read(CA_FILE);
