@@ -47,6 +47,16 @@ export type CertificateEvent = 'relay.registered' | 'certificate.renewed' | 'cer
 
 export const RELAY_DEFAULTS = { certValidityDays: 30, overlapMs: 24 * 3600_000, tokenTtlSeconds: 3600 } as const;
 
+/**
+ * Most renewals a relay may make itself (POST /v1/relay/renew) within one certificate lifetime.
+ * It renews at about half the lifetime, so it needs two or three; every certificate is signed in
+ * the control plane's process (node-forge, synchronously) and kept, so a hostile relay renewing in
+ * a loop would hold every organization's requests up and grow its list without end. Operators'
+ * renew and rotate-cert (agent key, rate-limited with the API) are not counted.
+ */
+export const MAX_RENEWALS_PER_LIFETIME = 4;
+const DAY_MS = 86_400_000;
+
 function hashToken(token: string): string {
   return createHash('sha256').update(token, 'utf8').digest('hex');
 }
@@ -298,6 +308,8 @@ export async function reissue(
     const r = await relayOf(sql, orgId, relayId);
     if (r.revoked_at) throw new ApiError('conflict', `relay ${relayId} was deleted; enroll a new relay with a new token`);
     const now = new Date();
+    const byRelay = opts.presentedSerial !== undefined;
+    if (byRelay) await renewalsAllowed(sql, relayId, o.certValidityDays * DAY_MS, now);
     const overlapUntil = new Date(now.getTime() + o.overlapMs).toISOString();
     const superseded = await sql.query<{ serial: string }>(
       'UPDATE relay_certificates SET superseded_at = $2, overlap_until = $3 WHERE relay_id = $1 AND revoked_at IS NULL AND superseded_at IS NULL RETURNING serial',
@@ -318,7 +330,12 @@ export async function reissue(
       }
     }
     await insertCert(sql, relayId, cert);
-    await event(sql, orgId, relayId, issuedAs, { serial: cert.serial, not_after: cert.notAfter.toISOString(), overlap_until: overlapUntil });
+    await event(sql, orgId, relayId, issuedAs, {
+      serial: cert.serial,
+      not_after: cert.notAfter.toISOString(),
+      overlap_until: overlapUntil,
+      ...(byRelay ? { by: 'relay' } : {}),
+    });
     return {
       relay_id: relayId,
       name: r.name,
@@ -331,6 +348,22 @@ export async function reissue(
   });
   o.issued?.(issuedAs);
   return reissued;
+}
+
+/** Refuses (429, Retry-After) a relay's own renewal past MAX_RENEWALS_PER_LIFETIME within the last `lifetimeMs`. */
+async function renewalsAllowed(sql: Sql, relayId: string, lifetimeMs: number, now: Date): Promise<void> {
+  const [row] = await sql.query<{ n: number; oldest: Date | null }>(
+    "SELECT count(*)::int AS n, min(at) AS oldest FROM relay_events WHERE relay_id = $1 AND kind = 'certificate.rotated' AND detail->>'by' = 'relay' AND at > $2",
+    [relayId, new Date(now.getTime() - lifetimeMs).toISOString()],
+  );
+  if (!row || row.n < MAX_RENEWALS_PER_LIFETIME || !row.oldest) return;
+  const seconds = Math.max(1, Math.ceil((new Date(row.oldest).getTime() + lifetimeMs - now.getTime()) / 1000));
+  throw new ApiError(
+    'rate_limited',
+    `relay ${relayId} renewed its certificate ${row.n} times within one certificate lifetime, more than it needs (it renews at about half the lifetime); retry in ${seconds} s. If this relay did not renew itself, its key may have leaked: delete the relay and enroll a new one`,
+    { relay_id: relayId, retry_after_seconds: seconds },
+    { 'Retry-After': String(seconds) },
+  );
 }
 
 /**

@@ -208,8 +208,8 @@ function refuse(socket: Duplex, status: TunnelRefusalStatus, reason: string): vo
 }
 
 /** a JSON error in the API's shape; `reason` (also in x-svc-reason) is the upgrade's refusal reason */
-function sendError(res: ServerResponse, status: number, code: string, message: string, reason?: string): void {
-  const headers: Record<string, string> = { 'content-type': 'application/json', connection: 'close' };
+function sendError(res: ServerResponse, status: number, code: string, message: string, reason?: string, extra: Record<string, string> = {}): void {
+  const headers: Record<string, string> = { ...extra, 'content-type': 'application/json', connection: 'close' };
   if (reason !== undefined) headers['x-svc-reason'] = reason;
   res.writeHead(status, headers).end(JSON.stringify({ error: { code, message, ...(reason !== undefined ? { reason } : {}) } }));
 }
@@ -298,7 +298,7 @@ export async function startTunnelListener(o: TunnelOptions): Promise<TunnelListe
         JSON.stringify({ relay_id: r.relay_id, certificate_pem: r.certificate_pem, ca_certificate_pem: r.ca_certificate_pem, expires_at: r.expires_at, serial: r.serial }),
       );
     } catch (err) {
-      if (isApiError(err)) return sendError(res, err.status, err.code, err.message);
+      if (isApiError(err)) return sendError(res, err.status, err.code, err.message, undefined, err.headers);
       if (err instanceof CertificateNotCurrentError) return refuseSuperseded(res, err, peer);
       throw err;
     }
