@@ -3,8 +3,8 @@
  * certificate 0644) and loaded from there on every later start.
  *
  * The CA key is RSA 3072 by default (about 128-bit security, NIST SP 800-57, good past 2030; it is
- * made once, so the extra generation time — about a second — costs nothing, and forge signs each
- * certificate with it in about 120 ms). Issued relay and listener keys are RSA 2048.
+ * made once, so the extra generation time — about a second — costs nothing, and node:crypto signs each
+ * certificate with it in a few milliseconds). Issued relay and listener keys are RSA 2048.
  */
 import { createPrivateKey, randomBytes, X509Certificate, type KeyObject } from 'node:crypto';
 import { chmodSync, existsSync, linkSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';

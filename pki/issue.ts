@@ -1,9 +1,9 @@
 /**
  * Issuing certificates with our CA: relay client certificates from a CSR, and the tunnel
- * listener's server certificate with a fresh key. Built and signed (SHA-256) by node-forge,
- * checked with node:crypto before they are handed out.
+ * listener's server certificate with a fresh key. Built by node-forge, signed (SHA-256) by
+ * node:crypto, checked with node:crypto before they are handed out.
  */
-import { X509Certificate } from 'node:crypto';
+import { sign as cryptoSign, X509Certificate, type KeyObject } from 'node:crypto';
 import forge from 'node-forge';
 import { caSecrets, type Ca } from './ca.js';
 import { checkCsr } from './csr.js';
@@ -175,8 +175,22 @@ interface Leaf {
   now: Date;
 }
 
+/**
+ * What forge's `cert.sign(key, sha256)` does, with the RSA operation (PKCS#1 v1.5, SHA-256) done by
+ * node:crypto: forge's JavaScript RSA took 100-250 ms of the event loop per certificate with a 3072
+ * bit CA key, and any agent key may ask for certificates at the API's rate limit (operators' renew).
+ * The signature is the same bytes (PKCS#1 v1.5 is deterministic).
+ */
+function signNatively(cert: forge.pki.Certificate, key: KeyObject): void {
+  cert.signatureOid = cert.siginfo.algorithmOid = forge.pki.oids['sha256WithRSAEncryption'] as string;
+  // (in forge since 0.6, not in @types/node-forge)
+  cert.tbsCertificate = (forge.pki as unknown as { getTBSCertificate(c: forge.pki.Certificate): forge.asn1.Asn1 }).getTBSCertificate(cert);
+  const tbs = Buffer.from(forge.asn1.toDer(cert.tbsCertificate).getBytes(), 'binary');
+  cert.signature = cryptoSign('sha256', tbs, key).toString('binary');
+}
+
 function sign(ca: Ca, leaf: Leaf): IssuedCertificate {
-  const { forgeKey, forgeCert } = caSecrets(ca);
+  const { forgeCert, keyObject } = caSecrets(ca);
   const nowMs = leaf.now.getTime();
   if (nowMs < ca.notBefore.getTime() || nowMs >= ca.notAfter.getTime()) {
     throw new PkiError('PKI_ERR_CA_EXPIRED', `the CA is valid from ${ca.notBefore.toISOString()} to ${ca.notAfter.toISOString()}; it cannot issue at ${leaf.now.toISOString()}`);
@@ -200,7 +214,7 @@ function sign(ca: Ca, leaf: Leaf): IssuedCertificate {
       keyIdentifier: caSki ? forge.util.hexToBytes(caSki) : forgeCert.generateSubjectKeyIdentifier().getBytes(),
     },
   ]);
-  cert.sign(forgeKey, forge.md.sha256.create());
+  signNatively(cert, keyObject);
   const x509 = new X509Certificate(forge.pki.certificateToPem(cert));
   if (!x509.checkIssued(ca.certificate) || !x509.verify(ca.certificate.publicKey)) {
     // Never expected; guards against a forge regression handing out a certificate we would refuse.
