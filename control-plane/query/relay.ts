@@ -136,7 +136,18 @@ export async function runOnRelay(
   let stream: QueryStream;
   try {
     stream = live.session.openStream({ statement: sql, limits: { maxRows: limits.maxRows + 1, maxBytes: limits.maxBytes }, timeoutMs: limits.timeoutMs });
-  } catch {
+  } catch (err) {
+    if (err instanceof ProtocolError && err.code === 'PROTO_ERR_STREAM_LIMIT') {
+      // the tunnel is open but the relay takes no more statements at once (its HELLO's
+      // maxConcurrentStreams): busy, as when its database connections are; never sent, not charged
+      const max = live.session.negotiated?.peer.maxConcurrentStreams;
+      throw new ApiError(
+        'service_unavailable',
+        `relay ${relayId} is already running ${max ?? 'as many'} statement${max === 1 ? '' : 's'} at once, the most its tunnel takes; nothing was run or charged; retry shortly, or run fewer statements at once through this relay`,
+        { relay_id: relayId, reason: 'relay_busy', retry_after_seconds: 1 },
+        { 'Retry-After': '1' },
+      );
+    }
     throw new ApiError('relay_unavailable', `relay ${relayId}'s tunnel is closing; retry shortly`, { relay_id: relayId });
   }
   onStart?.(); // sent: the relay runs it (once one of its database connections is free)
