@@ -82,7 +82,15 @@ export function toJsonValue(value: unknown, dataTypeID: number): unknown {
 }
 
 function exactDecimal(text: string, n: number): boolean {
-  // '12.50' → 12.5 is exact; '12345678901234567890' is not.
-  const normalized = text.includes('.') ? text.replace(/0+$/, '').replace(/\.$/, '') : text;
+  // '12.50' → 12.5 is exact; '12345678901234567890' is not. Trailing zeros are counted, not
+  // matched with /0+$/, which backtracks over every run of zeros that is not at the end: quadratic
+  // in its length (a relay's numeric of a million zeros held the event loop for minutes)
+  const normalized = text.includes('.') ? withoutTrailingZeros(text).replace(/\.$/, '') : text;
   return String(n) === normalized || String(n) === normalized.replace(/^(-?)0+(?=\d)/, '$1');
+}
+
+function withoutTrailingZeros(text: string): string {
+  let end = text.length;
+  while (end > 0 && text.charCodeAt(end - 1) === 48 /* '0' */) end--;
+  return text.slice(0, end);
 }
