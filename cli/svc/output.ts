@@ -14,13 +14,27 @@ export interface Io {
 
 const MAX_CELL = 60;
 
+// C0 (but tab, and line feed where kept), DEL and C1: what a terminal may act on
+const CONTROL = /[\x00-\x08\x0a-\x1f\x7f-\x9f]/g;
+const CONTROL_BUT_LF = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/g;
+
+/**
+ * `s` with control characters shown as `\xNN`: human output shows what others wrote (a relay's
+ * version, rows, a database's or relay's error messages), and written raw an escape sequence
+ * acts on the terminal (clears it, sets its title, rewrites what was printed). `keepLf`: line
+ * feeds stay (svc's own multi-line messages).
+ */
+export function printable(s: string, keepLf = false): string {
+  return s.replace(keepLf ? CONTROL_BUT_LF : CONTROL, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
+}
+
 /** `null`: how a null shows (`null`, as in key: value lines; a query result's tables show SQL's `NULL`) */
 export function cell(v: unknown, nullText = 'null'): string {
   let s: string;
   if (v === null || v === undefined) s = v === null ? nullText : '';
   else if (typeof v === 'object') s = JSON.stringify(v);
   else s = String(v);
-  s = s.replace(/[\r\n\t]/g, ' ');
+  s = printable(s.replace(/[\r\n\t]/g, ' '));
   return s.length > MAX_CELL ? `${s.slice(0, MAX_CELL - 1)}…` : s;
 }
 
@@ -55,11 +69,11 @@ const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
 /** key: value lines for one object; a nested object as its own key: value lines indented under its key, an array as JSON. */
 export function keyValues(o: Record<string, unknown>, indent = ''): string {
   const keys = Object.keys(o);
-  const w = Math.max(0, ...keys.filter((k) => !isRecord(o[k])).map((k) => k.length));
+  const w = Math.max(0, ...keys.filter((k) => !isRecord(o[k])).map((k) => printable(k).length));
   const line = (k: string): string => {
     const v = o[k];
-    if (isRecord(v)) return `${indent}${k}:\n${keyValues(v, `${indent}  `)}`;
-    return `${indent}${`${k}:`.padEnd(w + 1)} ${typeof v === 'object' && v !== null ? JSON.stringify(v) : String(v)}\n`;
+    if (isRecord(v)) return `${indent}${printable(k)}:\n${keyValues(v, `${indent}  `)}`;
+    return `${indent}${`${printable(k)}:`.padEnd(w + 1)} ${printable(typeof v === 'object' && v !== null ? JSON.stringify(v) : String(v))}\n`;
   };
   return keys.map(line).join('');
 }

@@ -9,7 +9,7 @@ import type { ApiCall } from '../../../control-plane/mcp/api.js';
 import { TOOLS } from '../../../control-plane/mcp/tools.js';
 import { configPath, ConfigFileError, DEFAULT_BASE_URL, readConfig } from '../config.js';
 import { CliFailure, EXIT, localError, request, type ClientOptions } from '../http.js';
-import { keyValues, table, withSpinner, type Io } from '../output.js';
+import { keyValues, printable, table, withSpinner, type Io } from '../output.js';
 
 export type Obj = Record<string, unknown>;
 
@@ -65,7 +65,7 @@ export class CommandKit {
         if (err instanceof CliFailure) {
           // the API's error body, or one of the same shape for a failure found here (docs/cli-and-mcp.md)
           if (json) this.io.out(`${JSON.stringify(err.body ?? localError(LOCAL_CODE[err.exitCode] ?? 'usage_error', err.message))}\n`);
-          this.io.err(`svc: ${err.message}\n`);
+          this.io.err(`svc: ${printable(err.message, true)}\n`);
           this.status = err.exitCode;
           return;
         }
