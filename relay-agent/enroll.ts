@@ -63,6 +63,8 @@ export async function enroll(opts: EnrollOptions): Promise<EnrollResult> {
     throw new RelayError('RELAY_ERR_INVALID_ARGUMENT', `not a URL: ${opts.controlPlane}`);
   }
   if (base.protocol !== 'http:' && base.protocol !== 'https:') throw new RelayError('RELAY_ERR_INVALID_ARGUMENT', `the control plane URL must be http(s): ${opts.controlPlane}`);
+  const cleartext = cleartextEnrollment(opts.controlPlane);
+  if (cleartext !== null) opts.log?.(`warning: ${cleartext}`);
   const controlPlane = opts.controlPlane.replace(/\/+$/, '');
   const dir = opts.configDir;
   const existing = [KEY_FILE, CERT_FILE, CA_FILE, RELAY_JSON].filter((f) => existsSync(join(dir, f)));
@@ -225,6 +227,25 @@ export function finishInterruptedRenewal(configDir: string): string | null {
     /* relay.json is read (and its errors reported) by loadConfig */
   }
   return `finished an interrupted certificate renewal: the renewed key and certificate are in place`;
+}
+
+/**
+ * A warning when enrolling through `controlPlane` is in the clear across a network (`http://` to
+ * a host other than this one's loopback), else null: the answer carries ca.pem, the only CA the
+ * relay will trust for its tunnel, and the request the enrollment token, so whoever is on the path
+ * could give the relay a CA of their own or spend the token.
+ */
+export function cleartextEnrollment(controlPlane: string): string | null {
+  let u: URL;
+  try {
+    u = new URL(controlPlane);
+  } catch {
+    return null;
+  }
+  if (u.protocol !== 'http:') return null;
+  const host = u.hostname.replace(/^\[|\]$/g, '').toLowerCase();
+  if (host === 'localhost' || host.endsWith('.localhost') || host === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host)) return null;
+  return `${controlPlane} is http://: the enrollment token and the CA certificate this relay will trust travel unencrypted to ${u.host}, and anyone on the path could replace that CA; enroll with the control plane's https:// URL`;
 }
 
 /**
