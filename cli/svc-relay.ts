@@ -153,7 +153,19 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
           renewal: { certificate: credentials.validity, renew: (signal) => credentials.renew(signal) },
           log: (line) => io.err(`svc-relay: ${line}\n`),
         });
-        if (o.healthPort !== undefined) health = await startHealthServer(agent, o.healthPort);
+        if (o.healthPort !== undefined) {
+          try {
+            health = await startHealthServer(agent, o.healthPort);
+          } catch (err) {
+            const code = (err as NodeJS.ErrnoException).code;
+            if (code !== 'EADDRINUSE' && code !== 'EACCES') throw err;
+            // a bad option (exit 2), not a refusal for good (exit 1: enroll again)
+            const why = code === 'EADDRINUSE' ? 'is already in use (another svc-relay, or another service?)' : 'may not be opened by this user';
+            io.err(`svc-relay run: RELAY_ERR_INVALID_ARGUMENT: --health-port ${o.healthPort}: 127.0.0.1:${o.healthPort} ${why}; choose another port\n`);
+            status = 2;
+            return;
+          }
+        }
         (io.onStop ?? (() => {}))(() => {
           io.err('svc-relay: draining\n');
           void agent.drain();
