@@ -50,8 +50,8 @@ export const RELAY_DEFAULTS = { certValidityDays: 30, overlapMs: 24 * 3600_000, 
 /**
  * Most renewals a relay may make itself (POST /v1/relay/renew) within one certificate lifetime.
  * It renews at about half the lifetime, so it needs two or three; every certificate is signed in
- * the control plane's process (node-forge, synchronously) and kept, so a hostile relay renewing in
- * a loop would hold every organization's requests up and grow its list without end. Operators'
+ * the control plane's process (a few milliseconds of its event loop) and kept, so a hostile relay
+ * renewing in a loop would take the control plane's time and grow its list without end. Operators'
  * renew and rotate-cert (agent key, rate-limited with the API) are not counted.
  */
 export const MAX_RENEWALS_PER_LIFETIME = 4;
