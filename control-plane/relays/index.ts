@@ -52,9 +52,15 @@ export const RELAY_DEFAULTS = { certValidityDays: 30, overlapMs: 24 * 3600_000, 
  * It renews at about half the lifetime, so it needs two or three; every certificate is signed in
  * the control plane's process (a few milliseconds of its event loop) and kept, so a hostile relay
  * renewing in a loop would take the control plane's time and grow its list without end. Operators'
- * renew and rotate-cert (agent key, rate-limited with the API) are not counted.
+ * renew and rotate-cert are counted apart (MAX_OPERATOR_REISSUES_PER_DAY).
  */
 export const MAX_RENEWALS_PER_LIFETIME = 4;
+/**
+ * Most certificates operators may have issued for one relay in a day through the agent-key
+ * endpoints (POST /v1/relays/{id}/renew, /rotate-cert). Each is signed and kept, and the API's
+ * per-key rate alone let one key add a hundred a second to one relay's list.
+ */
+export const MAX_OPERATOR_REISSUES_PER_DAY = 24;
 const DAY_MS = 86_400_000;
 
 function hashToken(token: string): string {
@@ -310,6 +316,7 @@ export async function reissue(
     const now = new Date();
     const byRelay = opts.presentedSerial !== undefined;
     if (byRelay) await renewalsAllowed(sql, relayId, o.certValidityDays * DAY_MS, now);
+    else await operatorReissuesAllowed(sql, relayId, now);
     const overlapUntil = new Date(now.getTime() + o.overlapMs).toISOString();
     const superseded = await sql.query<{ serial: string }>(
       'UPDATE relay_certificates SET superseded_at = $2, overlap_until = $3 WHERE relay_id = $1 AND revoked_at IS NULL AND superseded_at IS NULL RETURNING serial',
@@ -352,18 +359,43 @@ export async function reissue(
 
 /** Refuses (429, Retry-After) a relay's own renewal past MAX_RENEWALS_PER_LIFETIME within the last `lifetimeMs`. */
 async function renewalsAllowed(sql: Sql, relayId: string, lifetimeMs: number, now: Date): Promise<void> {
-  const [row] = await sql.query<{ n: number; oldest: Date | null }>(
-    "SELECT count(*)::int AS n, min(at) AS oldest FROM relay_events WHERE relay_id = $1 AND kind = 'certificate.rotated' AND detail->>'by' = 'relay' AND at > $2",
-    [relayId, new Date(now.getTime() - lifetimeMs).toISOString()],
+  const over = await reissuedPast(sql, relayId, "kind = 'certificate.rotated' AND detail->>'by' = 'relay'", lifetimeMs, MAX_RENEWALS_PER_LIFETIME, now);
+  if (over === null) return;
+  throw tooManyReissues(
+    relayId,
+    `relay ${relayId} renewed its certificate ${over.n} times within one certificate lifetime, more than it needs (it renews at about half the lifetime); retry in ${over.seconds} s. If this relay did not renew itself, its key may have leaked: delete the relay and enroll a new one`,
+    over.seconds,
   );
-  if (!row || row.n < MAX_RENEWALS_PER_LIFETIME || !row.oldest) return;
-  const seconds = Math.max(1, Math.ceil((new Date(row.oldest).getTime() + lifetimeMs - now.getTime()) / 1000));
-  throw new ApiError(
-    'rate_limited',
-    `relay ${relayId} renewed its certificate ${row.n} times within one certificate lifetime, more than it needs (it renews at about half the lifetime); retry in ${seconds} s. If this relay did not renew itself, its key may have leaked: delete the relay and enroll a new one`,
-    { relay_id: relayId, retry_after_seconds: seconds },
-    { 'Retry-After': String(seconds) },
+}
+
+/**
+ * Refuses (429, Retry-After) an operator's renew or rotate-cert past MAX_OPERATOR_REISSUES_PER_DAY
+ * for this relay. The relay's row is locked first, so renewals sent at once are counted one after
+ * another (a relay's own are already: only its current certificate may renew).
+ */
+async function operatorReissuesAllowed(sql: Sql, relayId: string, now: Date): Promise<void> {
+  await sql.query('SELECT 1 FROM relays WHERE id = $1 FOR UPDATE', [relayId]);
+  const over = await reissuedPast(sql, relayId, "kind IN ('certificate.renewed', 'certificate.rotated') AND detail->>'by' IS DISTINCT FROM 'relay'", DAY_MS, MAX_OPERATOR_REISSUES_PER_DAY, now);
+  if (over === null) return;
+  throw tooManyReissues(
+    relayId,
+    `relay ${relayId}'s certificate was renewed or rotated ${over.n} times through the API in the last 24 hours, the most allowed; retry in ${over.seconds} s`,
+    over.seconds,
   );
+}
+
+/** How many of the relay's events matching `which` happened within `windowMs`, and when the oldest leaves it, when `max` or more did; else null. */
+async function reissuedPast(sql: Sql, relayId: string, which: string, windowMs: number, max: number, now: Date): Promise<{ n: number; seconds: number } | null> {
+  const [row] = await sql.query<{ n: number; oldest: Date | null }>(`SELECT count(*)::int AS n, min(at) AS oldest FROM relay_events WHERE relay_id = $1 AND ${which} AND at > $2`, [
+    relayId,
+    new Date(now.getTime() - windowMs).toISOString(),
+  ]);
+  if (!row || row.n < max || !row.oldest) return null;
+  return { n: row.n, seconds: Math.max(1, Math.ceil((new Date(row.oldest).getTime() + windowMs - now.getTime()) / 1000)) };
+}
+
+function tooManyReissues(relayId: string, message: string, seconds: number): ApiError {
+  return new ApiError('rate_limited', message, { relay_id: relayId, retry_after_seconds: seconds }, { 'Retry-After': String(seconds) });
 }
 
 /**

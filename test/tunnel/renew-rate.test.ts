@@ -1,9 +1,8 @@
 /**
  * A relay is customer-controlled, and every certificate our CA issues is signed in this process
- * (node-forge, synchronously: a tenth of a second or more of the event loop on a small machine)
- * and kept in the store. A hostile relay renewing in a loop through POST /v1/relay/renew (each time
- * with the certificate it just got and a new key) would hold every organization's requests up and
- * grow its certificate list without end. A relay renews at about half its certificate's lifetime,
+ * (milliseconds of the event loop each) and kept in the store. A hostile relay renewing in a loop
+ * through POST /v1/relay/renew (each time with the certificate it just got and a new key) would
+ * take the control plane's time and grow its certificate list without end. A relay renews at about half its certificate's lifetime,
  * so a few certificates per lifetime are all a real one ever needs: past
  * MAX_RENEWALS_PER_LIFETIME within one lifetime its renewals are refused `429 rate_limited`
  * with Retry-After (the relay's renewer retries those), nothing is issued, and its current
