@@ -17,10 +17,10 @@ const f = (name: string, type: ColumnSpec['type'], description: string, field: s
   get: (o) => (type === 'timestamptz' ? timeOf(o[field], 'iso') : o[field]),
 });
 
-/** SOQL datetime literal (unquoted ISO 8601 in UTC, whole seconds) */
 /**
- * A SOQL datetime (four digits of year, whole seconds): the end of period:9999, 10000-01-01, is
- * written as the last second of 9999 (so `<` leaves out that one second).
+ * A SOQL datetime literal (unquoted ISO 8601 in UTC, four digits of year, whole seconds): the end
+ * of period:9999, 10000-01-01, is written as the last second of 9999 (so `<` leaves out that one
+ * second).
  */
 const soqlTime = (ms: number): string => new Date(Math.min(ms, Date.UTC(9999, 11, 31, 23, 59, 59))).toISOString().replace(/\.\d{3}Z$/, 'Z');
 
