@@ -374,7 +374,9 @@ async function renewalsAllowed(sql: Sql, relayId: string, lifetimeMs: number, no
  * another (a relay's own are already: only its current certificate may renew).
  */
 async function operatorReissuesAllowed(sql: Sql, relayId: string, now: Date): Promise<void> {
-  await sql.query('SELECT 1 FROM relays WHERE id = $1 FOR UPDATE', [relayId]);
+  // NO KEY UPDATE: conflicts with itself, not with the KEY SHARE a relay's own renewal takes here
+  // for its new certificate's foreign key (FOR UPDATE deadlocked with it: test/store/relay-reissue-lock)
+  await sql.query('SELECT 1 FROM relays WHERE id = $1 FOR NO KEY UPDATE', [relayId]);
   const over = await reissuedPast(sql, relayId, "kind IN ('certificate.renewed', 'certificate.rotated') AND detail->>'by' IS DISTINCT FROM 'relay'", DAY_MS, MAX_OPERATOR_REISSUES_PER_DAY, now);
   if (over === null) return;
   throw tooManyReissues(
