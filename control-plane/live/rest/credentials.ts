@@ -107,8 +107,8 @@ const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE
 
 /**
  * The validated `options.ca` of an http-files credential (also re-checked at query time): PEM
- * certificates of the CAs the file servers' certificates must chain to, instead of the system
- * trust store; undefined when not given.
+ * certificates of CAs trusted for its file servers besides the system trust store; undefined
+ * when not given.
  */
 export function filesCa(options: Readonly<Record<string, unknown>>): string | undefined {
   const ca = options['ca'];
@@ -168,7 +168,7 @@ export const HTTP_FILES_KIND: CredentialKindDef = {
   secret: { description: 'a bearer token sent as Authorization: Bearer … to the files’ origin, or an empty string for public files', example: '' },
   options: [
     { name: 'files', required: true, description: `1 to ${MAX_FILES} entries {table, url, format?}: table a lower-case SQL name, url an https URL, format "csv" or "json" (from the URL's extension when left out)` },
-    { name: 'ca', required: false, description: "PEM CA certificate(s) the file servers' certificates must chain to, for servers with a private CA (default: the system trust store)" },
+    { name: 'ca', required: false, description: 'PEM CA certificate(s) trusted for the file servers besides the system trust store, for servers with a private CA' },
   ],
   validation: 'files must name distinct tables and https URLs without user info; the token (if any) must be printable ASCII without spaces, at most 4096 characters; ca PEM certificate text',
   validate(secret, options) {

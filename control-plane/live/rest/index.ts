@@ -10,6 +10,7 @@
  * within the deadline. `truncated` is also true when a table held more in-scope objects than the
  * row cap (the statement then saw only the first ones).
  */
+import tls from 'node:tls';
 import type { ParsedScopes, Target } from '../../catalogue/index.js';
 import type { ReadQueryResult } from '../../results/index.js';
 import { ApiError } from '../../errors.js';
@@ -271,6 +272,16 @@ async function admitted(listings: FairGate, orgId: string, signal: AbortSignal, 
   }
 }
 
+/**
+ * The CAs an http-files credential's requests trust: with its own `options.ca`, those besides
+ * Node's bundled roots (a private-CA server may redirect to a public one, such as a presigned
+ * object-store URL, which must still verify); without, the default store. `extra`: RestConfig.ca.
+ */
+export function filesTrust(own: string | undefined, extra: string | undefined): string | undefined {
+  if (own === undefined) return extra;
+  return [...tls.rootCertificates, own, ...(extra !== undefined ? [extra] : [])].join('\n');
+}
+
 function filesConnector(config: RestConfig, engines: EnginePool, shutdown: AbortSignal | undefined): LiveConnector {
   const schema = schemaOf('http-files');
   const maxBytes = config.httpFilesMaxBytes ?? DEFAULT_FILE_BYTES;
@@ -302,8 +313,7 @@ function filesConnector(config: RestConfig, engines: EnginePool, shutdown: Abort
       provider: 'the file server',
       kind: 'http-files',
       allowPrivate: config.httpFilesAllowPrivate === true,
-      // the credential's own CAs replace the system trust store (as a verify-ca database's do)
-      ca: own !== undefined && config.ca !== undefined ? `${own}\n${config.ca}` : (own ?? config.ca),
+      ca: filesTrust(own, config.ca),
       signal,
       deadline,
       maxBytes: each,

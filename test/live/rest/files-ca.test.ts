@@ -1,15 +1,17 @@
 /**
  * http-files from a file server whose certificate comes from a private CA: the credential's
- * `options.ca` (docs/credentials-and-live-targets.md) is the trust for its files, over real HTTPS
+ * `options.ca` (docs/credentials-and-live-targets.md) is trusted for its files, over real HTTPS
  * (a CA made in the test, pki/index.ts) and the real control plane over HTTP. Without it, or with
  * another CA's certificate, the statement is refused as a TLS failure of the customer's own server
  * (400 credential_rejected, not a 503 to retry) and not charged; a bad `options.ca` is refused at
  * registration. The server is on loopback: allowed by SVC_HTTP_FILES_ALLOW_PRIVATE=1.
  */
 import https from 'node:https';
+import tls from 'node:tls';
 import type { AddressInfo } from 'node:net';
 import t from 'tap';
 import { createCa, issueServerCertificate } from '../../../pki/index.js';
+import { filesTrust } from '../../../control-plane/live/rest/index.js';
 import { api, openConnection, signupAgent, startServer, type TestServer } from '../../helpers/server.js';
 
 const ours = createCa({ keyBits: 2048 });
@@ -105,4 +107,13 @@ t.test('a bad options.ca is refused at registration, naming the field', async (t
     ],
     'the kinds listing names the option',
   );
+});
+
+t.test("options.ca is trusted besides the system store, not instead of it (a redirect to a public server still verifies)", async (t) => {
+  const trust = filesTrust(ours.certPem, undefined);
+  const pems: string[] = trust?.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
+  t.equal(pems.length, tls.rootCertificates.length + 1, "Node's bundled roots and the credential's CA");
+  t.ok(pems.includes(ours.certPem.trim()), "the credential's CA");
+  t.ok(tls.rootCertificates.every((root) => pems.includes(root.trim())), 'every bundled root');
+  t.equal(filesTrust(undefined, undefined), undefined, 'without options.ca: the default store');
 });
