@@ -279,8 +279,11 @@ async function admitted(listings: FairGate, orgId: string, signal: AbortSignal, 
  */
 export function filesTrust(own: string | undefined, extra: string | undefined): string | undefined {
   if (own === undefined) return extra;
-  return [...tls.rootCertificates, own, ...(extra !== undefined ? [extra] : [])].join('\n');
+  bundledRoots ??= tls.rootCertificates.join('\n');
+  return [bundledRoots, own, ...(extra !== undefined ? [extra] : [])].join('\n');
 }
+/** Node's bundled roots as one PEM text, joined on first use (not again for every file request) */
+let bundledRoots: string | undefined;
 
 function filesConnector(config: RestConfig, engines: EnginePool, shutdown: AbortSignal | undefined): LiveConnector {
   const schema = schemaOf('http-files');

@@ -12,6 +12,7 @@ import type { AddressInfo } from 'node:net';
 import t from 'tap';
 import { createCa, issueServerCertificate } from '../../../pki/index.js';
 import { filesTrust } from '../../../control-plane/live/rest/index.js';
+import { HTTP_FILES_KIND } from '../../../control-plane/live/rest/credentials.js';
 import { api, openConnection, signupAgent, startServer, type TestServer } from '../../helpers/server.js';
 
 const ours = createCa({ keyBits: 2048 });
@@ -116,4 +117,11 @@ t.test("options.ca is trusted besides the system store, not instead of it (a red
   t.ok(pems.includes(ours.certPem.trim()), "the credential's CA");
   t.ok(tls.rootCertificates.every((root) => pems.includes(root.trim())), 'every bundled root');
   t.equal(filesTrust(undefined, undefined), undefined, 'without options.ca: the default store');
+});
+
+t.test('options.ca keeps certificates only: a private key pasted beside them is not stored', async (t) => {
+  const pasted = `${cert.keyPem}\n${ours.certPem}`;
+  const kept = HTTP_FILES_KIND.validate('', { files: [{ table: 'people', url: 'https://files.example/people.csv' }], ca: pasted });
+  t.match(String(kept['ca']), /BEGIN CERTIFICATE/);
+  t.notMatch(JSON.stringify(kept), /PRIVATE KEY/, 'what is stored holds no private key');
 });
